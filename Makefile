@@ -1,0 +1,38 @@
+# The course's entry points. Two commands are all a learner needs:
+#   make lab    set up .venv if needed, then start JupyterLab on notebooks/
+#   make test   set up .venv if needed, then lint and run the whole test suite
+# Kept to GNU Make 3.81 features (the make that macOS ships).
+
+PYTHON ?= python3
+VENV ?= .venv
+BIN := $(VENV)/bin
+PORT ?= 8888
+# Notebooks under test run in the fast profile (tiny sizes); `make test-full` runs what a learner runs.
+NOTEBOOK_DIRS := notebooks solutions
+PYTEST_NOTEBOOKS := --nbval-lax --nbval-current-env --nbval-cell-timeout=600
+
+.PHONY: lab test setup lint unit notebooks test-full check clean-notebooks clean
+
+setup:
+	@COURSE_VENV=$(VENV) $(PYTHON) tools/bootstrap.py
+
+lab: setup
+	@echo "Starting JupyterLab on notebooks/ - open the http://127.0.0.1:$(PORT)/lab?token=... URL printed below."
+	$(BIN)/jupyter lab --no-browser --ip=127.0.0.1 --port=$(PORT) \
+		--ServerApp.root_dir=notebooks
+
+test: setup
+	$(BIN)/ruff check .
+	COURSE_PROFILE=fast $(BIN)/python -m pytest tests $(NOTEBOOK_DIRS) $(PYTEST_NOTEBOOKS)
+
+test-full: setup
+	COURSE_PROFILE=full $(BIN)/python -m pytest $(NOTEBOOK_DIRS) $(PYTEST_NOTEBOOKS)
+
+check: setup
+	$(BIN)/course check
+
+clean-notebooks: setup
+	$(BIN)/course clean-notebooks notebooks solutions exercises
+
+clean:
+	rm -rf $(VENV) build *.egg-info .pytest_cache .ruff_cache

@@ -1,0 +1,7 @@
+"""``python -m course_lib check`` is the same as ``course check``."""
+
+import sys
+
+from course_lib.cli import main
+
+sys.exit(main())

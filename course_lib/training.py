@@ -1,0 +1,269 @@
+"""One training loop for every model in the course.
+
+The loop knows nothing about the model: it is given a ``loss_fn(model, batch) -> loss`` that
+computes the mean loss of one batch, so a classifier, a seq2seq model with teacher forcing and a
+captioner all train through the same code::
+
+    history = fit(model, optimizer, train_batches, loss_fn, epochs=10, val_batches=val_batches,
+                  metrics={"accuracy": lambda m: accuracy_of(m, val_set)},
+                  clip_grad_norm=1.0, early_stopping=EarlyStopping("val_loss", patience=3))
+
+Per epoch the history records ``train_loss`` (the batch-size-weighted mean of the batch losses),
+``val_loss`` (same, on ``val_batches``), every metric, ``grad_norm`` (mean norm before clipping),
+``lr`` and ``time_s``.
+"""
+
+from __future__ import annotations
+
+import copy
+import math
+import time
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+import torch
+from torch import nn
+from tqdm.auto import tqdm
+
+from course_lib.device import get_device, to_device
+
+LossFn = Callable[[nn.Module, Any], torch.Tensor]
+Metric = Callable[[nn.Module], float]
+
+
+class Callback(Protocol):
+    def on_epoch_end(self, epoch: int, record: dict[str, float], model: nn.Module) -> None: ...
+
+
+@dataclass
+class EarlyStopping:
+    """Stop when ``monitor`` has not improved by more than ``min_delta`` for ``patience`` epochs.
+
+    ``mode="min"`` for losses, ``"max"`` for scores such as accuracy or BLEU. With
+    ``restore_best=True`` the model ends with the weights of its best epoch.
+    """
+
+    monitor: str = "val_loss"
+    mode: str = "min"
+    patience: int = 3
+    min_delta: float = 0.0
+    restore_best: bool = True
+
+    def __post_init__(self) -> None:
+        if self.mode not in ("min", "max"):
+            raise ValueError(f"EarlyStopping.mode must be 'min' or 'max', got {self.mode!r}")
+        if self.patience < 1:
+            raise ValueError(f"EarlyStopping.patience must be at least 1, got {self.patience}")
+        if self.min_delta < 0:
+            raise ValueError(f"EarlyStopping.min_delta must be >= 0, got {self.min_delta}")
+
+    def improved(self, value: float, best: float | None) -> bool:
+        if best is None:
+            return True
+        if self.mode == "min":
+            return value < best - self.min_delta
+        return value > best + self.min_delta
+
+
+@dataclass
+class History:
+    """Per-epoch records of a run; ``history["val_loss"]`` gives one column as a list."""
+
+    records: list[dict[str, float]] = field(default_factory=list)
+    stopped_early: bool = False
+    best_epoch: int | None = None
+
+    def __getitem__(self, key: str) -> list[float]:
+        if self.records and key not in self.records[0]:
+            raise KeyError(f"no {key!r} in the history; it has {sorted(self.records[0])}")
+        return [record[key] for record in self.records]
+
+    def __len__(self) -> int:
+        return len(self.records)
+
+    @property
+    def keys(self) -> list[str]:
+        return list(self.records[0]) if self.records else []
+
+    def to_frame(self):
+        import pandas as pd
+
+        return pd.DataFrame(self.records).set_index("epoch")
+
+
+def supervised_loss(criterion: Callable[[torch.Tensor, torch.Tensor], torch.Tensor]) -> LossFn:
+    """``loss_fn`` for batches ``(inputs, targets)``: ``criterion(model(inputs), targets)``."""
+
+    def loss_fn(model: nn.Module, batch: Sequence[torch.Tensor]) -> torch.Tensor:
+        inputs, targets = batch
+        return criterion(model(inputs), targets)
+
+    return loss_fn
+
+
+def batch_size(batch: Any) -> int:
+    """Rows in a batch: the first dimension of the first tensor found in it (1 if none)."""
+    if isinstance(batch, torch.Tensor):
+        return int(batch.shape[0]) if batch.dim() else 1
+    values = batch.values() if isinstance(batch, Mapping) else batch
+    if isinstance(values, (list, tuple)) or isinstance(batch, Mapping):
+        for value in values:
+            size = batch_size(value)
+            if size:
+                return size
+        return 0
+    return 0
+
+
+def _check_loss(loss: Any, epoch: int, step: int) -> torch.Tensor:
+    if not isinstance(loss, torch.Tensor) or loss.dim() != 0:
+        shape = tuple(loss.shape) if isinstance(loss, torch.Tensor) else type(loss).__name__
+        raise ValueError(f"loss_fn must return a scalar tensor (shape ()), got {shape}")
+    if not torch.isfinite(loss):
+        raise FloatingPointError(
+            f"the loss is {loss.item()} at epoch {epoch}, step {step}; lower the learning rate, "
+            f"clip gradients (clip_grad_norm=1.0) or check the inputs for NaN/inf."
+        )
+    return loss
+
+
+def _mean_loss(model, loss_fn, batches, device, amp_dtype, epoch) -> float:
+    total, rows = 0.0, 0
+    with torch.no_grad():
+        for step, batch in enumerate(batches):
+            batch = to_device(batch, device)
+            with torch.autocast(device.type, dtype=amp_dtype, enabled=amp_dtype is not None):
+                loss = _check_loss(loss_fn(model, batch), epoch, step)
+            size = max(batch_size(batch), 1)
+            total += loss.item() * size
+            rows += size
+    if rows == 0:
+        raise ValueError("val_batches yielded no batches")
+    return total / rows
+
+
+def in_notebook() -> bool:
+    """True inside a Jupyter kernel (where live curves can be drawn)."""
+    try:
+        from IPython import get_ipython
+    except ImportError:
+        return False
+    shell = get_ipython()
+    return shell is not None and "IPKernelApp" in getattr(shell, "config", {})
+
+
+def fit(
+    model: nn.Module,
+    optimizer: torch.optim.Optimizer,
+    train_batches: Iterable[Any],
+    loss_fn: LossFn,
+    *,
+    epochs: int,
+    val_batches: Iterable[Any] | None = None,
+    metrics: Mapping[str, Metric] | None = None,
+    device: torch.device | str | None = None,
+    clip_grad_norm: float | None = None,
+    amp_dtype: torch.dtype | None = None,
+    scheduler: Any | None = None,
+    early_stopping: EarlyStopping | None = None,
+    callbacks: Sequence[Callback] = (),
+    live_plot: bool | None = None,
+    progress: bool = True,
+) -> History:
+    """Train ``model`` for up to ``epochs`` epochs and return its :class:`History`.
+
+    Each step: ``loss = loss_fn(model, batch)``; backward; gradients clipped to total norm
+    ``clip_grad_norm`` if given (``g <- g * min(1, c / ||g||)``); ``optimizer.step()``.
+    ``scheduler.step()`` runs after every optimiser step. ``amp_dtype`` (``torch.bfloat16`` or
+    ``torch.float16``) turns on ``torch.autocast``, with gradient scaling for float16.
+    ``metrics`` maps names to ``metric(model) -> float``, evaluated after each epoch in eval mode
+    without gradients. ``live_plot`` draws the curves as they grow (default: in notebooks only).
+    """
+    if epochs < 1:
+        raise ValueError(f"epochs must be at least 1, got {epochs}")
+    if clip_grad_norm is not None and clip_grad_norm <= 0:
+        raise ValueError(f"clip_grad_norm must be positive, got {clip_grad_norm}")
+    if amp_dtype not in (None, torch.float16, torch.bfloat16):
+        raise ValueError(
+            f"amp_dtype must be None, torch.float16 or torch.bfloat16, got {amp_dtype}"
+        )
+    device = torch.device(device) if device is not None else get_device()
+    model.to(device)
+    metrics = dict(metrics or {})
+    callbacks = list(callbacks)
+    if live_plot is None:
+        live_plot = in_notebook()
+    if live_plot:
+        from course_lib.viz import LivePlot
+
+        callbacks.append(LivePlot())
+    scaler = torch.amp.GradScaler(device.type, enabled=amp_dtype is torch.float16)
+
+    history = History()
+    best_value: float | None = None
+    best_state: dict[str, torch.Tensor] | None = None
+    epochs_without_gain = 0
+    epoch_bar = tqdm(range(1, epochs + 1), desc="epochs", disable=not progress)
+    for epoch in epoch_bar:
+        start = time.perf_counter()
+        model.train()
+        total, rows, norms = 0.0, 0, []
+        batch_bar = tqdm(train_batches, desc=f"epoch {epoch}", leave=False, disable=not progress)
+        for step, batch in enumerate(batch_bar):
+            batch = to_device(batch, device)
+            optimizer.zero_grad(set_to_none=True)
+            with torch.autocast(device.type, dtype=amp_dtype, enabled=amp_dtype is not None):
+                loss = _check_loss(loss_fn(model, batch), epoch, step)
+            scaler.scale(loss).backward()
+            scaler.unscale_(optimizer)
+            params = [p for group in optimizer.param_groups for p in group["params"]]
+            max_norm = clip_grad_norm if clip_grad_norm is not None else math.inf
+            norms.append(float(nn.utils.clip_grad_norm_(params, max_norm)))
+            scaler.step(optimizer)
+            scaler.update()
+            if scheduler is not None:
+                scheduler.step()
+            size = max(batch_size(batch), 1)
+            total += loss.item() * size
+            rows += size
+            batch_bar.set_postfix(loss=f"{loss.item():.4f}")
+        if rows == 0:
+            raise ValueError("train_batches yielded no batches")
+
+        record: dict[str, float] = {"epoch": epoch, "train_loss": total / rows}
+        model.eval()
+        if val_batches is not None:
+            record["val_loss"] = _mean_loss(model, loss_fn, val_batches, device, amp_dtype, epoch)
+        with torch.no_grad():
+            for name, metric in metrics.items():
+                record[name] = float(metric(model))
+        record["grad_norm"] = sum(norms) / len(norms)
+        record["lr"] = float(optimizer.param_groups[0]["lr"])
+        record["time_s"] = time.perf_counter() - start
+        history.records.append(record)
+        epoch_bar.set_postfix({k: f"{v:.4g}" for k, v in record.items() if k != "epoch"})
+        for callback in callbacks:
+            callback.on_epoch_end(epoch, record, model)
+
+        if early_stopping is not None:
+            if early_stopping.monitor not in record:
+                raise ValueError(
+                    f"EarlyStopping monitors {early_stopping.monitor!r}, which the history does "
+                    f"not have; it has {sorted(record)} (val_loss needs val_batches)."
+                )
+            value = record[early_stopping.monitor]
+            if early_stopping.improved(value, best_value):
+                best_value, history.best_epoch, epochs_without_gain = value, epoch, 0
+                if early_stopping.restore_best:
+                    best_state = copy.deepcopy(model.state_dict())
+            else:
+                epochs_without_gain += 1
+                if epochs_without_gain >= early_stopping.patience:
+                    history.stopped_early = epoch < epochs
+                    break
+    epoch_bar.close()
+    if best_state is not None:
+        model.load_state_dict(best_state)
+    model.eval()
+    return history

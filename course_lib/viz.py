@@ -1,0 +1,167 @@
+"""Pictures the lessons share: attention heat maps and training curves (live or final)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+import matplotlib.pyplot as plt
+import numpy as np
+import seaborn as sns
+import torch
+
+
+def _as_matrix(weights: Any) -> np.ndarray:
+    if isinstance(weights, torch.Tensor):
+        weights = weights.detach().float().cpu().numpy()
+    matrix = np.asarray(weights, dtype=float)
+    if matrix.ndim != 2:
+        raise ValueError(
+            f"attention weights must be 2-D (target length, source length), got shape "
+            f"{tuple(matrix.shape)}; pick one example and one head first, e.g. weights[0]"
+        )
+    if not np.isfinite(matrix).all():
+        raise ValueError("attention weights contain NaN or inf")
+    return matrix
+
+
+def plot_attention(
+    weights: Any,
+    source_tokens: Sequence[str],
+    target_tokens: Sequence[str],
+    *,
+    ax: plt.Axes | None = None,
+    gold: Iterable[tuple[int, int]] = (),
+    title: str | None = None,
+    annotate: bool = False,
+    cmap: str = "rocket_r",
+) -> plt.Axes:
+    """Heat map of attention ``weights`` of shape (T, S): row t is output token
+    ``target_tokens[t]``, column s is input token ``source_tokens[s]``; cell (t, s) is a_ts.
+
+    ``gold`` takes (t, s) pairs (e.g. gold word alignments) drawn as boxes on top.
+    """
+    matrix = _as_matrix(weights)
+    expected = (len(target_tokens), len(source_tokens))
+    if matrix.shape != expected:
+        raise ValueError(
+            f"weights have shape {matrix.shape} but the labels need (len(target_tokens), "
+            f"len(source_tokens)) = {expected}"
+        )
+    if ax is None:
+        height, width = expected
+        _, ax = plt.subplots(figsize=(min(2 + 0.45 * width, 16), min(1.5 + 0.4 * height, 14)))
+    sns.heatmap(
+        matrix,
+        ax=ax,
+        cmap=cmap,
+        vmin=0.0,
+        vmax=max(1e-9, float(matrix.max())),
+        xticklabels=list(source_tokens),
+        yticklabels=list(target_tokens),
+        annot=annotate,
+        fmt=".2f",
+        square=True,
+        cbar_kws={"label": "attention weight", "shrink": 0.8},
+    )
+    for t, s in gold:
+        if not (0 <= t < expected[0] and 0 <= s < expected[1]):
+            raise ValueError(f"gold pair {(t, s)} lies outside the {expected} weight matrix")
+        ax.add_patch(plt.Rectangle((s, t), 1, 1, fill=False, edgecolor="deepskyblue", lw=2))
+    ax.set_xlabel("source (keys)")
+    ax.set_ylabel("output (queries)")
+    ax.tick_params(axis="x", labelrotation=90)
+    ax.tick_params(axis="y", labelrotation=0)
+    if title:
+        ax.set_title(title)
+    return ax
+
+
+def _records(history: Any) -> list[dict[str, float]]:
+    records = getattr(history, "records", history)
+    if not isinstance(records, list) or not all(isinstance(r, dict) for r in records):
+        raise TypeError("history must be a training History or a list of per-epoch dicts")
+    return records
+
+
+CURVE_SKIP = {"epoch", "time_s", "lr", "grad_norm"}
+
+
+def plot_history(
+    history: Any, keys: Sequence[str] | None = None, *, axes: Sequence[plt.Axes] | None = None
+) -> list[plt.Axes]:
+    """Training curves per epoch: losses on the left panel, every other metric on the right.
+
+    ``history`` is a :class:`course_lib.training.History` or a list of per-epoch dicts.
+    """
+    records = _records(history)
+    available = [k for k in (records[0] if records else {}) if k not in CURVE_SKIP]
+    keys = list(keys) if keys is not None else available
+    unknown = [k for k in keys if records and k not in records[0]]
+    if unknown:
+        raise KeyError(f"no {unknown} in the history; it has {sorted(records[0])}")
+    losses = [k for k in keys if "loss" in k]
+    others = [k for k in keys if "loss" not in k]
+    panels = [group for group in (losses, others) if group]
+    if axes is None:
+        _, axes = plt.subplots(1, max(len(panels), 1), figsize=(5 * max(len(panels), 1), 3.2),
+                               squeeze=False)
+        axes = list(axes[0])
+    epochs = [r["epoch"] for r in records]
+    for ax, group in zip(axes, panels, strict=False):
+        for key in group:
+            ax.plot(epochs, [r[key] for r in records], marker="o", ms=3, label=key)
+        ax.set_xlabel("epoch")
+        ax.set_ylabel("loss" if group is losses else "metric")
+        ax.legend()
+        ax.grid(alpha=0.3)
+    return list(axes)
+
+
+class LivePlot:
+    """A training callback that redraws :func:`plot_history` in place after every epoch."""
+
+    def __init__(self, keys: Sequence[str] | None = None) -> None:
+        self.keys = keys
+        self.records: list[dict[str, float]] = []
+        self.handle = None
+
+    def on_epoch_end(self, epoch: int, record: dict[str, float], model: Any) -> None:
+        from IPython.display import display
+
+        self.records.append(dict(record))
+        plot_history(self.records, self.keys)
+        figure = plt.gcf()
+        if self.handle is None:
+            self.handle = display(figure, display_id=True)
+        else:
+            self.handle.update(figure)
+        plt.close(figure)
+
+
+def plot_decision_boundary(
+    probabilities: np.ndarray, extent: float, points: Any, labels: Any, *,
+    ax: plt.Axes | None = None, title: str | None = None,
+) -> plt.Axes:
+    """P(class 1) over the square [-extent, extent]² as colour, with the labelled points on top."""
+    probabilities = np.asarray(probabilities)
+    if probabilities.ndim != 2 or probabilities.shape[0] != probabilities.shape[1]:
+        raise ValueError(f"probabilities must be a square (steps, steps) grid, got "
+                         f"{probabilities.shape}")
+    points = np.asarray(points.cpu() if isinstance(points, torch.Tensor) else points)
+    labels = np.asarray(labels.cpu() if isinstance(labels, torch.Tensor) else labels)
+    if points.ndim != 2 or points.shape[1] != 2 or labels.shape != points.shape[:1]:
+        raise ValueError(f"expected points (N, 2) and labels (N,), got {points.shape} and "
+                         f"{labels.shape}")
+    if ax is None:
+        _, ax = plt.subplots(figsize=(4, 4))
+    ax.imshow(probabilities, origin="lower", extent=(-extent, extent, -extent, extent),
+              cmap="coolwarm", vmin=0, vmax=1, alpha=0.6)
+    ax.scatter(points[:, 0], points[:, 1], c=labels, cmap="coolwarm", s=8, edgecolors="k",
+               linewidths=0.2)
+    ax.set_xlim(-extent, extent)
+    ax.set_ylim(-extent, extent)
+    ax.set_aspect("equal")
+    if title:
+        ax.set_title(title)
+    return ax

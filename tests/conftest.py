@@ -1,0 +1,26 @@
+"""Shared test set-up: headless plotting, the fast notebook profile, GPU-only markers."""
+
+import os
+
+os.environ.setdefault("MPLBACKEND", "Agg")
+os.environ.setdefault("COURSE_PROFILE", "fast")
+
+import pytest  # noqa: E402
+import torch  # noqa: E402
+
+from course_lib.device import mps_available  # noqa: E402
+
+
+def pytest_collection_modifyitems(config, items):
+    skip_cuda = pytest.mark.skip(reason="needs a CUDA GPU (torch.cuda.is_available() is False)")
+    skip_mps = pytest.mark.skip(reason="needs Apple's MPS backend")
+    for item in items:
+        if "cuda" in item.keywords and not torch.cuda.is_available():
+            item.add_marker(skip_cuda)
+        if "mps" in item.keywords and not mps_available():
+            item.add_marker(skip_mps)
+
+
+@pytest.fixture
+def no_device_override(monkeypatch):
+    monkeypatch.delenv("COURSE_DEVICE", raising=False)

@@ -1,0 +1,44 @@
+"""The repository has the layout COURSE_PLAN.md asks for, and README.md tells the truth."""
+
+import re
+from pathlib import Path
+
+from course_lib.syllabus import LESSONS
+
+ROOT = Path(__file__).resolve().parent.parent
+README = (ROOT / "README.md").read_text()
+
+
+def test_top_level_layout():
+    for folder in ("notebooks", "course_lib", "exercises", "solutions", "tests"):
+        assert (ROOT / folder).is_dir(), folder
+    for file in ("environment.yml", "pyproject.toml", "README.md", "Makefile", ".ci/run"):
+        assert (ROOT / file).is_file(), file
+
+
+def test_readme_syllabus_marks_exactly_the_lessons_that_exist():
+    rows = re.findall(r"^\|\s*(\d\d)\s*\|(.*)\|\s*(available|coming)\s*\|\s*$", README, re.M)
+    assert [number for number, _, _ in rows] == [lesson.number for lesson in LESSONS]
+    for (number, title, status), lesson in zip(rows, LESSONS, strict=True):
+        assert lesson.title in title, f"lesson {number}: README says {title.strip()!r}"
+        assert status == ("available" if lesson.exists(ROOT) else "coming"), (
+            f"README marks lesson {number} {status!r} but {lesson.notebook} "
+            f"{'exists' if lesson.exists(ROOT) else 'does not exist'}")
+
+
+def test_every_notebook_is_in_the_syllabus():
+    expected = {lesson.notebook for lesson in LESSONS}
+    for path in (ROOT / "notebooks").glob("*.ipynb"):
+        assert str(path.relative_to(ROOT)) in expected, f"{path.name} is not in syllabus.LESSONS"
+
+
+def test_readme_gives_the_two_commands_and_ci_runs_the_test_one():
+    assert "make lab" in README and "make test" in README
+    ci = (ROOT / ".ci" / "run").read_text()
+    assert re.search(r"^\s*make test\s*$", ci, re.M)
+
+
+def test_makefile_targets_exist():
+    makefile = (ROOT / "Makefile").read_text()
+    for target in ("lab:", "test:", "setup:"):
+        assert re.search(rf"^{target}", makefile, re.M), target

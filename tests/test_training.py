@@ -1,0 +1,209 @@
+import pytest
+import torch
+from torch import nn
+from torch.utils.data import DataLoader, TensorDataset
+
+from course_lib.metrics import accuracy
+from course_lib.toy import ToyClassifier, ToyConfig, make_spirals
+from course_lib.training import EarlyStopping, History, batch_size, fit, supervised_loss
+
+CE = supervised_loss(nn.functional.cross_entropy)
+
+
+def spiral_loaders(n=200, seed=0):
+    x, y = make_spirals(n, noise=0.03, seed=seed)
+    train = DataLoader(TensorDataset(x, y), batch_size=64, shuffle=True,
+                       generator=torch.Generator().manual_seed(seed))
+    val_x, val_y = make_spirals(100, noise=0.03, seed=seed + 1)
+    val = DataLoader(TensorDataset(val_x, val_y), batch_size=256)
+    return train, val, (val_x, val_y)
+
+
+def val_accuracy(val_xy):
+    x, y = val_xy
+    return lambda model: accuracy(model(x), y)
+
+
+def test_fit_learns_the_spirals():
+    torch.manual_seed(0)
+    train, val, val_xy = spiral_loaders()
+    model = ToyClassifier(ToyConfig(hidden=64, layers=2))
+    optimizer = torch.optim.Adam(model.parameters(), lr=1e-2)
+    history = fit(model, optimizer, train, CE, epochs=60, val_batches=val, device="cpu",
+                  metrics={"accuracy": val_accuracy(val_xy)}, progress=False)
+    assert len(history) == 60
+    assert history["train_loss"][-1] < 0.25 * history["train_loss"][0]
+    assert history["accuracy"][-1] >= 0.95
+    assert set(history.keys) >= {"epoch", "train_loss", "val_loss", "accuracy", "grad_norm",
+                                 "lr", "time_s"}
+    assert not model.training  # handed back in eval mode
+
+
+def test_train_loss_is_the_size_weighted_mean_of_batch_losses():
+    # A model with no parameters to update (lr=0) has the same loss every epoch, which must
+    # equal the loss over the whole set even though the last batch is smaller.
+    x, y = make_spirals(50, seed=3)
+    model = ToyClassifier(ToyConfig())
+    loader = DataLoader(TensorDataset(x, y), batch_size=32)
+    history = fit(model, torch.optim.SGD(model.parameters(), lr=0.0), loader, CE, epochs=1,
+                  val_batches=loader, device="cpu", progress=False)
+    with torch.no_grad():
+        whole = nn.functional.cross_entropy(model(x), y).item()
+    assert history["train_loss"][0] == pytest.approx(whole, rel=1e-5)
+    assert history["val_loss"][0] == pytest.approx(whole, rel=1e-5)
+
+
+def test_gradient_clipping_bounds_the_update():
+    # Plain SGD with lr=1: the step equals the clipped gradient, so its norm is at most the clip.
+    torch.manual_seed(0)
+    x = torch.randn(16, 2) * 100  # huge inputs give huge gradients
+    y = torch.randint(0, 2, (16,))
+    model = ToyClassifier(ToyConfig(hidden=8, layers=1))
+    before = nn.utils.parameters_to_vector(model.parameters()).clone()
+    history = fit(model, torch.optim.SGD(model.parameters(), lr=1.0), [(x, y)], CE, epochs=1,
+                  clip_grad_norm=0.5, device="cpu", progress=False)
+    step = nn.utils.parameters_to_vector(model.parameters()) - before
+    assert history["grad_norm"][0] > 0.5  # the raw gradient really was larger
+    assert step.norm().item() == pytest.approx(0.5, rel=1e-4)
+
+
+def test_early_stopping_stops_and_restores_the_best_weights():
+    torch.manual_seed(0)
+    train, val, _ = spiral_loaders(n=50)
+    model = ToyClassifier(ToyConfig(hidden=16, layers=1))
+    snapshots = {}
+
+    class Snapshot:
+        def on_epoch_end(self, epoch, record, model):
+            snapshots[epoch] = {k: v.clone() for k, v in model.state_dict().items()}
+
+    # A learning rate that makes validation loss bounce, so it stops improving quickly.
+    optimizer = torch.optim.SGD(model.parameters(), lr=5.0)
+    stopper = EarlyStopping("val_loss", mode="min", patience=2)
+    history = fit(model, optimizer, train, CE, epochs=50, val_batches=val, device="cpu",
+                  early_stopping=stopper, callbacks=[Snapshot()], progress=False)
+    assert history.stopped_early
+    assert len(history) < 50
+    losses = history["val_loss"]
+    best = min(range(len(losses)), key=losses.__getitem__) + 1
+    assert history.best_epoch == best
+    assert len(history) == best + 2  # patience epochs after the best, then stop
+    for key, value in model.state_dict().items():
+        assert torch.equal(value, snapshots[best][key])
+
+
+def test_early_stopping_max_mode_on_a_metric():
+    stopper = EarlyStopping("accuracy", mode="max", patience=1, min_delta=0.01)
+    assert stopper.improved(0.5, None)
+    assert stopper.improved(0.52, 0.5)
+    assert not stopper.improved(0.505, 0.5)
+
+
+def test_early_stopping_on_a_missing_key_is_explained():
+    x, y = make_spirals(10)
+    model = ToyClassifier(ToyConfig())
+    with pytest.raises(ValueError, match="val_loss.*needs val_batches"):
+        fit(model, torch.optim.SGD(model.parameters(), lr=0.1), [(x, y)], CE, epochs=2,
+            early_stopping=EarlyStopping("val_loss"), device="cpu", progress=False)
+
+
+@pytest.mark.parametrize("bad", [{"mode": "up"}, {"patience": 0}, {"min_delta": -1.0}])
+def test_early_stopping_settings_are_validated(bad):
+    with pytest.raises(ValueError):
+        EarlyStopping(**bad)
+
+
+def test_bfloat16_autocast_on_cpu_trains():
+    torch.manual_seed(0)
+    train, _, val_xy = spiral_loaders()
+    model = ToyClassifier(ToyConfig())
+    history = fit(model, torch.optim.Adam(model.parameters(), lr=1e-2), train, CE, epochs=30,
+                  amp_dtype=torch.bfloat16, device="cpu", progress=False,
+                  metrics={"accuracy": val_accuracy(val_xy)})
+    assert history["train_loss"][-1] < history["train_loss"][0]
+    assert all(p.dtype == torch.float32 for p in model.parameters())  # master weights stay fp32
+    assert history["accuracy"][-1] > 0.8
+
+
+def test_scheduler_steps_every_batch():
+    x, y = make_spirals(20)
+    model = ToyClassifier(ToyConfig())
+    optimizer = torch.optim.SGD(model.parameters(), lr=1.0)
+    scheduler = torch.optim.lr_scheduler.StepLR(optimizer, step_size=1, gamma=0.5)
+    history = fit(model, optimizer, [(x, y)] * 3, CE, epochs=2, scheduler=scheduler,
+                  device="cpu", progress=False)
+    assert history["lr"] == [pytest.approx(0.5**3), pytest.approx(0.5**6)]
+
+
+def test_nan_loss_stops_with_a_clear_error():
+    x, y = make_spirals(10)
+    x[0, 0] = float("nan")
+    model = ToyClassifier(ToyConfig())
+    with pytest.raises(FloatingPointError, match="epoch 1, step 0"):
+        fit(model, torch.optim.SGD(model.parameters(), lr=0.1), [(x, y)], CE, epochs=1,
+            device="cpu", progress=False)
+
+
+def test_loss_fn_must_return_a_scalar():
+    x, y = make_spirals(10)
+    model = ToyClassifier(ToyConfig())
+    per_row = supervised_loss(lambda logits, t: nn.functional.cross_entropy(logits, t,
+                                                                             reduction="none"))
+    with pytest.raises(ValueError, match=r"scalar tensor.*\(20,\)"):
+        fit(model, torch.optim.SGD(model.parameters(), lr=0.1), [(x, y)], per_row, epochs=1,
+            device="cpu", progress=False)
+
+
+@pytest.mark.parametrize("kwargs", [{"epochs": 0}, {"epochs": 1, "clip_grad_norm": 0.0},
+                                    {"epochs": 1, "amp_dtype": torch.float64}])
+def test_bad_settings_are_refused(kwargs):
+    model = ToyClassifier(ToyConfig())
+    with pytest.raises(ValueError):
+        fit(model, torch.optim.SGD(model.parameters(), lr=0.1), [], CE, device="cpu",
+            progress=False, **kwargs)
+
+
+def test_empty_training_data_is_refused():
+    model = ToyClassifier(ToyConfig())
+    with pytest.raises(ValueError, match="no batches"):
+        fit(model, torch.optim.SGD(model.parameters(), lr=0.1), [], CE, epochs=1,
+            device="cpu", progress=False)
+
+
+def test_fit_uses_get_device_when_none_is_given(monkeypatch):
+    monkeypatch.setenv("COURSE_DEVICE", "cpu")
+    x, y = make_spirals(10)
+    model = ToyClassifier(ToyConfig())
+    fit(model, torch.optim.SGD(model.parameters(), lr=0.1), [(x, y)], CE, epochs=1,
+        progress=False)
+    monkeypatch.setenv("COURSE_DEVICE", "nonsense")
+    with pytest.raises(ValueError, match="nonsense"):
+        fit(model, torch.optim.SGD(model.parameters(), lr=0.1), [(x, y)], CE, epochs=1,
+            progress=False)
+
+
+def test_history_column_access_and_frame():
+    history = History([{"epoch": 1, "train_loss": 2.0}, {"epoch": 2, "train_loss": 1.0}])
+    assert history["train_loss"] == [2.0, 1.0]
+    with pytest.raises(KeyError, match="train_loss"):
+        history["val_loss"]
+    assert list(history.to_frame().index) == [1, 2]
+
+
+def test_batch_size_finds_the_first_tensor():
+    assert batch_size((torch.ones(5, 2), torch.ones(5))) == 5
+    assert batch_size({"tokens": torch.ones(3, 7)}) == 3
+    assert batch_size([[1, 2], torch.ones(4)]) == 4
+
+
+@pytest.mark.cuda
+def test_float16_autocast_with_grad_scaling_on_cuda():
+    torch.manual_seed(0)
+    train, _, val_xy = spiral_loaders()
+    model = ToyClassifier(ToyConfig())
+    x, y = val_xy
+    history = fit(model, torch.optim.Adam(model.parameters(), lr=1e-2), train, CE, epochs=30,
+                  amp_dtype=torch.float16, device="cuda", progress=False,
+                  metrics={"accuracy": lambda m: accuracy(m(x.cuda()), y.cuda())})
+    assert next(model.parameters()).is_cuda
+    assert history["accuracy"][-1] > 0.8
