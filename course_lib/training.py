@@ -205,12 +205,15 @@ def fit(
     best_state: dict[str, torch.Tensor] | None = None
     epochs_without_gain = 0
     epoch_bar = tqdm(range(1, epochs + 1), desc="epochs", disable=not progress)
+    # One batch bar, reset every epoch, rather than a new bar (and widget) per epoch.
+    batch_bar = tqdm(desc="batches", leave=False, disable=not progress)
     for epoch in epoch_bar:
         start = time.perf_counter()
         model.train()
         total, rows, norms = 0.0, 0, []
-        batch_bar = tqdm(train_batches, desc=f"epoch {epoch}", leave=False, disable=not progress)
-        for step, batch in enumerate(batch_bar):
+        batch_bar.reset(total=len(train_batches) if hasattr(train_batches, "__len__") else None)
+        batch_bar.set_description(f"epoch {epoch}")
+        for step, batch in enumerate(train_batches):
             batch = to_device(batch, device)
             optimizer.zero_grad(set_to_none=True)
             with torch.autocast(device.type, dtype=amp_dtype, enabled=amp_dtype is not None):
@@ -227,7 +230,8 @@ def fit(
             size = max(batch_size(batch), 1)
             total += loss.item() * size
             rows += size
-            batch_bar.set_postfix(loss=f"{loss.item():.4f}")
+            batch_bar.update(1)
+            batch_bar.set_postfix(loss=f"{loss.item():.4f}", refresh=False)
         if rows == 0:
             raise ValueError("train_batches yielded no batches")
 
@@ -242,7 +246,8 @@ def fit(
         record["lr"] = float(optimizer.param_groups[0]["lr"])
         record["time_s"] = time.perf_counter() - start
         history.records.append(record)
-        epoch_bar.set_postfix({k: f"{v:.4g}" for k, v in record.items() if k != "epoch"})
+        epoch_bar.set_postfix({k: f"{v:.4g}" for k, v in record.items()
+                               if k not in ("epoch", "grad_norm", "lr", "time_s")})
         for callback in callbacks:
             callback.on_epoch_end(epoch, record, model)
 
@@ -262,6 +267,7 @@ def fit(
                 if epochs_without_gain >= early_stopping.patience:
                     history.stopped_early = epoch < epochs
                     break
+    batch_bar.close()
     epoch_bar.close()
     if best_state is not None:
         model.load_state_dict(best_state)
