@@ -2,6 +2,8 @@
 
     course check                  is this environment ready? (exit 1 with the fix if not)
     course clean-notebooks [PATH] strip outputs and stray metadata from committed notebooks
+    course assign [LESSON ...]    regenerate exercises/ from solutions/ (nbgrader)
+    course grade SUBMISSIONS      autograde submissions into a gradebook CSV and feedback HTML
 """
 
 from __future__ import annotations
@@ -17,6 +19,18 @@ def build_parser() -> argparse.ArgumentParser:
     check.add_argument("--json", action="store_true", help="print the report as JSON")
     clean = commands.add_parser("clean-notebooks", help="strip outputs and stray metadata")
     clean.add_argument("paths", nargs="*", default=["notebooks", "solutions", "exercises"])
+    assign = commands.add_parser("assign", help="regenerate exercises/ from solutions/")
+    assign.add_argument("lessons", nargs="*", metavar="LESSON",
+                        help="lesson folders under solutions/ (default: all)")
+    grade = commands.add_parser("grade", help="autograde a folder of submissions")
+    grade.add_argument("submissions", metavar="SUBMISSIONS_DIR",
+                       help="laid out as SUBMISSIONS_DIR/<student>/<lesson>/<notebook>.ipynb")
+    grade.add_argument("--out", default="gradebook.csv",
+                       help="gradebook CSV to write; feedback/ is written beside it")
+    grade.add_argument("--timeout", type=int, default=None, help="seconds per cell")
+    grade.add_argument("--memory-gb", type=float, default=None, help="memory cap per submission")
+    grade.add_argument("--unsafe", action="store_true",
+                       help="run submissions without a sandbox when bubblewrap is missing")
     return parser
 
 
@@ -34,6 +48,25 @@ def main(argv: list[str] | None = None) -> int:
             print(f"cleaned {path}")
         print(f"{len(changed)} notebook(s) changed")
         return 0
+    if args.command == "assign":
+        from course_lib.grading.assign import AssignError, assign
+
+        try:
+            written = assign(args.lessons or None)
+        except AssignError as error:
+            print(f"course assign: {error}", file=sys.stderr)
+            return 1
+        for path in written:
+            print(f"wrote {path}")
+        return 0
+    if args.command == "grade":
+        from course_lib.grading.grade import GradingError, grade_cli
+
+        try:
+            return grade_cli(args)
+        except GradingError as error:
+            print(f"course grade: {error}", file=sys.stderr)
+            return 2
     return 2  # unreachable: argparse rejects unknown commands
 
 

@@ -1,0 +1,8 @@
+"""Exercises and autograding on nbgrader: ``course assign``, ``course grade`` and self-checks.
+
+- :mod:`checks`: the helpers self-check and hidden test cells call (clear pass/fail messages).
+- :mod:`config`: the nbgrader configuration (source = solutions/, release = exercises/).
+- :mod:`assign`: generate ``exercises/`` from ``solutions/``.
+- :mod:`sandbox` and :mod:`runner`: execute a submission isolated with bubblewrap.
+- :mod:`grade`: autograde a folder of submissions into a gradebook CSV and feedback HTML.
+"""

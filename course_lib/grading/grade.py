@@ -1,0 +1,384 @@
+"""``course grade SUBMISSIONS_DIR``: autograde a batch with nbgrader, safely.
+
+Layout read (nbgrader's ``submitted/``): ``SUBMISSIONS_DIR/<student>/<lesson>/<notebook>.ipynb``
+with the lesson and notebook names of ``solutions/``. Written: the gradebook CSV
+(``student,lesson,exercise,points,max_points,status``), and ``feedback/<student>/<lesson>/
+<notebook>.html`` beside it.
+
+For each run a private nbgrader course directory is made in a temporary folder: the sources are
+copied in and ``generate_assignment`` records every cell's checksum and source (hidden tests
+included) in its own database. Each submission is checked (present, a regular file, a valid
+notebook) and copied in; ``autograde`` then restores locked and test cells from the database
+(nbgrader's checksums), runs the notebook in the sandbox (:mod:`course_lib.grading.sandbox`) and
+scores each test cell. The submissions folder is only read. Outputs are written atomically, and
+grading the same folder twice gives the same files.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import os
+import shutil
+import tempfile
+import warnings
+from collections.abc import Iterable
+from dataclasses import astuple, dataclass, fields
+from pathlib import Path
+
+import nbformat
+from nbconvert.preprocessors import (
+    ClearMetadataPreprocessor,
+    CSSHTMLHeaderPreprocessor,
+    Preprocessor,
+)
+from nbgrader.api import Gradebook, MissingEntry
+from nbgrader.apps import NbGraderAPI
+from nbgrader.coursedir import CourseDirectory
+from nbgrader.preprocessors import (
+    AssignLatePenalties,
+    CheckCellMetadata,
+    ClearHiddenTests,
+    GetGrades,
+    IgnorePattern,
+    LimitOutput,
+    SaveAutoGrades,
+)
+from sqlalchemy.exc import SAWarning
+from traitlets import Bool
+
+from course_lib.grading.config import (
+    DEFAULT_CELL_TIMEOUT_S,
+    DEFAULT_MEMORY_GB,
+    SOURCE_DIRECTORY,
+    ensure_environment_on_path,
+    lessons_with_exercises,
+    nbgrader_config,
+    source_notebooks,
+)
+from course_lib.grading.sandbox import (
+    SandboxedExecute,
+    copy_without_notebooks,
+    sandbox_available,
+)
+from course_lib.syllabus import COURSE_ROOT
+
+MAX_NOTEBOOK_BYTES = 20 * 2**20
+COLUMNS = ("student", "lesson", "exercise", "points", "max_points", "status")
+
+
+class GradingError(RuntimeError):
+    """The batch cannot be graded at all (bad arguments, no sandbox); never one submission."""
+
+
+@dataclass(frozen=True)
+class GradeRow:
+    student: str
+    lesson: str
+    exercise: str
+    points: float
+    max_points: float
+    status: str
+
+
+@dataclass(frozen=True)
+class Exercise:
+    """One autograded test cell of a source notebook."""
+
+    notebook: str
+    grade_id: str
+    max_points: float
+
+
+def exercises_of(notebook: Path) -> list[Exercise]:
+    """The autograded test cells of a source notebook, in order."""
+    nb = nbformat.read(notebook, as_version=4)
+    found = []
+    for cell in nb.cells:
+        meta = cell.metadata.get("nbgrader", {})
+        if cell.cell_type == "code" and meta.get("grade") and not meta.get("solution"):
+            found.append(Exercise(notebook.stem, meta["grade_id"], float(meta.get("points", 0))))
+    return found
+
+
+# ---------------------------------------------------------------------------------------------
+# Checking a submitted file before anything runs
+
+
+def read_submission(path: Path) -> tuple[nbformat.NotebookNode | None, str]:
+    """``(notebook, "")`` for a usable submission, else ``(None, reason)``."""
+    if not path.exists() and not path.is_symlink():
+        return None, f"notebook missing from the submission (expected {path.name})"
+    if path.is_symlink() or not path.is_file():
+        return None, f"{path.name} is not a regular file"
+    size = path.stat().st_size
+    if size == 0:
+        return None, f"{path.name} is an empty file, not a notebook"
+    if size > MAX_NOTEBOOK_BYTES:
+        return None, (f"{path.name} is {size / 2**20:.0f} MiB, over the "
+                      f"{MAX_NOTEBOOK_BYTES >> 20} MiB limit")
+    try:
+        nb = nbformat.read(path, as_version=4)
+        nbformat.validate(nb)
+    except Exception as error:  # JSON, schema and encoding errors all mean the same here
+        first_line = (str(error).strip().splitlines() or [type(error).__name__])[0]
+        return None, f"{path.name} is not a valid notebook: {first_line[:200]}"
+    return nb, ""
+
+
+# ---------------------------------------------------------------------------------------------
+# Turning an autograded notebook into reasons
+
+
+def _error_outputs(cell) -> list:
+    return [o for o in cell.get("outputs", []) if o.get("output_type") == "error"]
+
+
+def explain_error(output, timeout: int, memory_gb: float) -> str:
+    name, value = output.get("ename", "Error"), str(output.get("evalue", "")).strip()
+    value = value.splitlines()[0][:200] if value else ""
+    if name in ("CellTimeoutError", "KeyboardInterrupt"):
+        return f"timed out: a cell ran longer than {timeout} s"
+    if name == "MemoryError" or "can't allocate memory" in value:
+        return f"out of memory: a cell needed more than the {memory_gb:g} GiB limit"
+    if name == "NotImplementedError":
+        return "not attempted (the cell still raises NotImplementedError)"
+    if name in ("SyntaxError", "IndentationError", "TabError"):
+        return f"syntax error in the code: {value}"
+    if name in ("NotExecuted", "SandboxError"):
+        return f"not run: {value}"
+    return f"{name}: {value}" if value else name
+
+
+def reasons_by_grade_id(nb, timeout: int, memory_gb: float) -> dict[str, str]:
+    """For each test cell present: '' if it ran clean, else why it failed.
+
+    An error in the exercise's own code (the cells since the previous test cell) is reported
+    in preference to the error it then caused in the test.
+    """
+    reasons, own_code_error = {}, ""
+    for cell in nb.cells:
+        meta = cell.metadata.get("nbgrader", {})
+        errors = _error_outputs(cell)
+        if meta.get("grade") and not meta.get("solution") and cell.cell_type == "code":
+            test_error = explain_error(errors[-1], timeout, memory_gb) if errors else ""
+            reasons[meta["grade_id"]] = (own_code_error or test_error) if errors else ""
+            own_code_error = ""
+        elif errors and cell.cell_type == "code":
+            own_code_error = explain_error(errors[0], timeout, memory_gb)
+    return reasons
+
+
+# ---------------------------------------------------------------------------------------------
+# nbgrader set-up
+
+
+class RedactHiddenTests(Preprocessor):
+    """For feedback: hidden test code leaves the test cells, and tracebacks shrink to their last
+    line, so students learn what failed without seeing the hidden tests."""
+
+    enabled = Bool(True)
+
+    def preprocess_cell(self, cell, resources, index):
+        meta = cell.metadata.get("nbgrader", {})
+        if cell.cell_type == "code" and meta.get("grade") and not meta.get("solution"):
+            for output in _error_outputs(cell):
+                output["traceback"] = [f"{output.get('ename')}: {output.get('evalue')}"]
+        return cell, resources
+
+
+def grading_config(workspace: Path, timeout: int, memory_gb: float, unsafe: bool):
+    config = nbgrader_config(workspace, db_path=workspace / "gradebook.db")
+    config.CourseDirectory.source_directory = "source"
+    config.CourseDirectory.release_directory = "release"
+    config.Autograde.autograde_preprocessors = [
+        SandboxedExecute, IgnorePattern, ClearMetadataPreprocessor, LimitOutput,
+        SaveAutoGrades, AssignLatePenalties, CheckCellMetadata,
+    ]
+    config.SandboxedExecute.timeout = timeout
+    config.SandboxedExecute.memory_gb = memory_gb
+    config.SandboxedExecute.unsafe = unsafe
+    config.GenerateFeedback.preprocessors = [
+        GetGrades, ClearHiddenTests, RedactHiddenTests, CSSHTMLHeaderPreprocessor,
+    ]
+    config.ClearHiddenTests.enforce_metadata = False
+    return config
+
+
+def _failure_text(result: dict) -> str:
+    text = (result.get("error") or result.get("log") or "unknown error").strip().splitlines()
+    return text[-1][:300] if text else "unknown error"
+
+
+# ---------------------------------------------------------------------------------------------
+# The batch
+
+
+def student_folders(submissions: Path) -> Iterable[Path]:
+    for path in sorted(submissions.iterdir()):
+        if path.is_dir() and not path.is_symlink() and not path.name.startswith("."):
+            yield path
+
+
+def grade(submissions: Path, out: Path, *, root: Path = COURSE_ROOT,
+          timeout: int = DEFAULT_CELL_TIMEOUT_S, memory_gb: float = DEFAULT_MEMORY_GB,
+          unsafe: bool = False) -> list[GradeRow]:
+    """Grade every submission under ``submissions``; write ``out`` and ``feedback/`` beside it."""
+    submissions, out = Path(submissions).resolve(), Path(out).resolve()
+    if not submissions.is_dir():
+        raise GradingError(f"{submissions} is not a folder of submissions")
+    if out.is_relative_to(submissions):
+        raise GradingError(f"the gradebook {out} must not be inside the submissions folder "
+                           f"{submissions}: grading never writes there")
+    if not sandbox_available() and not unsafe:
+        raise GradingError(
+            "bubblewrap (bwrap) is not available, so submissions cannot be isolated. Install it "
+            "(Debian/Ubuntu: apt-get install bubblewrap) or, for code you trust, pass --unsafe.")
+    lessons = lessons_with_exercises(root)
+    if not lessons:
+        raise GradingError(f"no exercise sources under {root / SOURCE_DIRECTORY}")
+    ensure_environment_on_path()
+
+    rows: list[GradeRow] = []
+    with tempfile.TemporaryDirectory(prefix="course-grade-") as scratch:
+        workspace = Path(scratch)
+        for lesson in lessons:
+            shutil.copytree(root / SOURCE_DIRECTORY / lesson, workspace / "source" / lesson)
+        config = grading_config(workspace, timeout, memory_gb, unsafe)
+        api = NbGraderAPI(coursedir=CourseDirectory(config=config), config=config)
+        for lesson in lessons:
+            result = api.generate_assignment(lesson, force=True, create=True)
+            if not result["success"]:
+                raise GradingError(f"nbgrader could not prepare {lesson}: {_failure_text(result)}")
+        expected = {lesson: {nb.stem: exercises_of(nb) for nb in source_notebooks(lesson, root)}
+                    for lesson in lessons}
+        feedback_stage = workspace / "feedback-out"
+        for student_dir in student_folders(submissions):
+            for lesson_dir in sorted(p for p in student_dir.iterdir() if p.is_dir()):
+                rows += grade_one(api, workspace, student_dir.name, lesson_dir, expected,
+                                  feedback_stage, timeout, memory_gb)
+        write_outputs(rows, out, feedback_stage)
+    return rows
+
+
+def grade_one(api, workspace, student, lesson_dir, expected, feedback_stage, timeout,
+              memory_gb) -> list[GradeRow]:
+    """Rows for one student's lesson folder; never raises for anything the submission did."""
+    lesson = lesson_dir.name
+    if lesson not in expected:
+        return [GradeRow(student, lesson, "", 0.0, 0.0,
+                         f"unknown lesson {lesson!r}; expected one of {sorted(expected)}")]
+    target = workspace / "submitted" / student / lesson
+    usable, rows_by_notebook = {}, {}
+    for notebook, exercises in expected[lesson].items():
+        nb, reason = read_submission(lesson_dir / f"{notebook}.ipynb")
+        if nb is None:
+            rows_by_notebook[notebook] = [GradeRow(student, lesson, e.grade_id, 0.0, e.max_points,
+                                                   reason) for e in exercises]
+        else:
+            usable[notebook] = nb
+    if usable:
+        copy_without_notebooks(lesson_dir, target)
+        for notebook, nb in usable.items():
+            nbformat.write(nb, target / f"{notebook}.ipynb")
+        try:
+            result = api.autograde(lesson, student, force=True, create=True)
+            failure = "" if result["success"] else f"grading failed: {_failure_text(result)}"
+        except Exception as error:  # noqa: BLE001 - one submission must never stop the batch
+            failure = f"grading failed: {type(error).__name__}: {error}"
+        for notebook in usable:
+            rows_by_notebook[notebook] = collect_rows(
+                workspace, student, lesson, notebook, expected[lesson][notebook], failure,
+                timeout, memory_gb)
+        if not failure:
+            api.generate_feedback(lesson, student, force=True)
+            produced = workspace / "feedback" / student / lesson
+            if produced.is_dir():
+                shutil.copytree(produced, feedback_stage / student / lesson, dirs_exist_ok=True)
+    return [row for notebook in expected[lesson] for row in rows_by_notebook[notebook]]
+
+
+def collect_rows(workspace, student, lesson, notebook, exercises, failure, timeout,
+                 memory_gb) -> list[GradeRow]:
+    if failure:
+        return [GradeRow(student, lesson, e.grade_id, 0.0, e.max_points, failure)
+                for e in exercises]
+    graded = workspace / "autograded" / student / lesson / f"{notebook}.ipynb"
+    reasons = reasons_by_grade_id(nbformat.read(graded, as_version=4), timeout, memory_gb)
+    rows = []
+    with Gradebook(f"sqlite:///{workspace / 'gradebook.db'}") as gradebook:
+        for exercise in exercises:
+            if exercise.grade_id not in reasons:
+                rows.append(GradeRow(student, lesson, exercise.grade_id, 0.0, exercise.max_points,
+                                     "test cell deleted from the submission"))
+                continue
+            try:
+                found = gradebook.find_grade(exercise.grade_id, notebook, lesson, student)
+                points = float(found.score)
+            except MissingEntry:
+                points = 0.0
+            status = "ok" if points >= exercise.max_points else (
+                reasons[exercise.grade_id] or "no points")
+            rows.append(GradeRow(student, lesson, exercise.grade_id, points, exercise.max_points,
+                                 status))
+    return rows
+
+
+# ---------------------------------------------------------------------------------------------
+# Writing
+
+
+def gradebook_csv(rows: list[GradeRow]) -> str:
+    buffer = io.StringIO()
+    writer = csv.writer(buffer, lineterminator="\n")
+    writer.writerow([f.name for f in fields(GradeRow)])
+    for row in rows:
+        student, lesson, exercise, points, max_points, status = astuple(row)
+        writer.writerow([student, lesson, exercise, f"{points:g}", f"{max_points:g}", status])
+    return buffer.getvalue()
+
+
+def write_outputs(rows: list[GradeRow], out: Path, feedback_stage: Path) -> None:
+    """Write the CSV and swap in the feedback folder, each atomically (never half-written)."""
+    out.parent.mkdir(parents=True, exist_ok=True)
+    handle, tmp = tempfile.mkstemp(prefix=f".{out.name}.", dir=out.parent)
+    with os.fdopen(handle, "w", encoding="utf-8", newline="") as file:
+        file.write(gradebook_csv(rows))
+    os.replace(tmp, out)
+    feedback = out.parent / "feedback"
+    staged = Path(tempfile.mkdtemp(prefix=".feedback.", dir=out.parent))
+    if feedback_stage.is_dir():
+        shutil.copytree(feedback_stage, staged, dirs_exist_ok=True)
+    old = None
+    if feedback.exists():
+        old = Path(tempfile.mkdtemp(prefix=".feedback-old.", dir=out.parent))
+        os.replace(feedback, old / "feedback")
+    os.replace(staged, feedback)
+    if old is not None:
+        shutil.rmtree(old)
+
+
+def summary(rows: list[GradeRow]) -> str:
+    totals: dict[tuple[str, str], list[float]] = {}
+    for row in rows:
+        total = totals.setdefault((row.student, row.lesson), [0.0, 0.0])
+        total[0] += row.points
+        total[1] += row.max_points
+    lines = [f"  {student:<20} {lesson:<24} {points:g} / {maximum:g}"
+             for (student, lesson), (points, maximum) in sorted(totals.items())]
+    return "\n".join(lines)
+
+
+def grade_cli(args) -> int:
+    warnings.filterwarnings("ignore", category=SAWarning)  # nbgrader's own session noise
+    timeout = args.timeout or DEFAULT_CELL_TIMEOUT_S
+    memory_gb = args.memory_gb or DEFAULT_MEMORY_GB
+    if args.unsafe and not sandbox_available():
+        print("course grade: WARNING: no sandbox (bubblewrap) here; running submissions "
+              "unisolated because --unsafe was given")
+    rows = grade(Path(args.submissions), Path(args.out), timeout=timeout, memory_gb=memory_gb,
+                 unsafe=args.unsafe)
+    print(f"graded {len({(r.student, r.lesson) for r in rows})} submission(s); "
+          f"gradebook: {args.out}; feedback: {Path(args.out).parent / 'feedback'}")
+    print(summary(rows))
+    return 0
