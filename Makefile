@@ -13,7 +13,7 @@ ALLOW_ROOT := $(if $(filter 0,$(shell id -u)),--allow-root)
 NOTEBOOK_DIRS := notebooks solutions
 PYTEST_NOTEBOOKS := --nbval-lax --nbval-current-env --nbval-cell-timeout=600
 
-.PHONY: lab test setup lint unit notebooks test-full check clean-notebooks clean
+.PHONY: lab test setup test-full check exercises clean-notebooks clean
 
 setup:
 	@COURSE_VENV=$(VENV) $(PYTHON) tools/bootstrap.py
@@ -32,6 +32,9 @@ test-full: setup
 
 check: setup
 	$(BIN)/course check
+
+exercises: setup
+	$(BIN)/course assign
 
 clean-notebooks: setup
 	$(BIN)/course clean-notebooks notebooks solutions exercises

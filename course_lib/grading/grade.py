@@ -145,7 +145,7 @@ def explain_error(output, timeout: int, memory_gb: float) -> str:
         return "not attempted (the cell still raises NotImplementedError)"
     if name in ("SyntaxError", "IndentationError", "TabError"):
         return f"syntax error in the code: {value}"
-    if name in ("NotExecuted", "SandboxError"):
+    if name in ("NotExecuted", "SandboxError", "KernelDied"):
         return f"not run: {value}"
     return f"{name}: {value}" if value else name
 
@@ -240,7 +240,9 @@ def grade(submissions: Path, out: Path, *, root: Path = COURSE_ROOT,
     ensure_environment_on_path()
 
     rows: list[GradeRow] = []
-    with tempfile.TemporaryDirectory(prefix="course-grade-") as scratch:
+    with tempfile.TemporaryDirectory(prefix="course-grade-") as scratch, \
+            warnings.catch_warnings():
+        warnings.filterwarnings("ignore", category=SAWarning)  # nbgrader's own session noise
         workspace = Path(scratch)
         for lesson in lessons:
             shutil.copytree(root / SOURCE_DIRECTORY / lesson, workspace / "source" / lesson)
@@ -370,7 +372,6 @@ def summary(rows: list[GradeRow]) -> str:
 
 
 def grade_cli(args) -> int:
-    warnings.filterwarnings("ignore", category=SAWarning)  # nbgrader's own session noise
     timeout = args.timeout or DEFAULT_CELL_TIMEOUT_S
     memory_gb = args.memory_gb or DEFAULT_MEMORY_GB
     if args.unsafe and not sandbox_available():

@@ -27,19 +27,36 @@ def mark_unexecuted(nb, reason: str) -> None:
 
 
 def execute(nb, cell_timeout: int):
+    import nbformat
     from nbgrader.preprocessors import Execute, LimitOutput
 
     from course_lib.grading.config import nbgrader_config
 
+    class TrackingExecute(Execute):
+        """nbgrader's Execute, remembering which cell is running when the kernel dies."""
+
+        running: int | None = None
+
+        def on_cell_execute(self, **kwargs):
+            self.running = kwargs["cell_index"]
+
+        def on_cell_executed(self, **kwargs):
+            super().on_cell_executed(**kwargs)
+            self.running = None
+
     config = nbgrader_config()
     config.Execute.timeout = cell_timeout  # config outranks constructor arguments in traitlets
-    executor = Execute(config=config)
+    executor = TrackingExecute(config=config)
     limiter = LimitOutput(config=config)
     error = None
     try:
         nb, _ = executor.preprocess(nb, {"metadata": {"path": os.getcwd()}})
     except Exception as failure:  # DeadKernelError and friends: keep what ran
         error = f"{type(failure).__name__}: {failure}".strip()
+        if executor.running is not None:
+            reason = f"the kernel died while this cell ran ({error})"
+            nb.cells[executor.running].outputs.append(nbformat.v4.new_output(
+                "error", ename="KernelDied", evalue=reason, traceback=[f"KernelDied: {reason}"]))
         mark_unexecuted(nb, f"the kernel stopped before this cell ran ({error[:200]})")
     nb, _ = limiter.preprocess(nb, {})
     return nb, error

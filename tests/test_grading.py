@@ -1,0 +1,354 @@
+"""Autograding end to end: correct, untouched and misbehaving submissions in one batch.
+
+The batch is graded once per test session (module fixture) with a short cell timeout; each test
+then reads its rows. Sandbox tests need bubblewrap; CI installs it, so there they must not skip.
+"""
+
+import copy
+import csv
+import hashlib
+import os
+from pathlib import Path
+
+import nbformat
+import pytest
+
+from course_lib.grading import grade as grade_module
+from course_lib.grading import sandbox
+from course_lib.grading.config import lessons_with_exercises, source_notebooks
+from course_lib.grading.grade import GradingError, exercises_of, grade
+from course_lib.syllabus import COURSE_ROOT
+
+ROOT = COURSE_ROOT
+LESSONS = lessons_with_exercises(ROOT)
+FIRST = LESSONS[0]
+NOTEBOOK = source_notebooks(FIRST)[0].stem
+TIMEOUT_S = 8
+HAS_SANDBOX = sandbox.sandbox_available()
+
+if not HAS_SANDBOX and os.environ.get("CI"):
+    raise RuntimeError("CI must run the grading tests in the sandbox: install bubblewrap")
+needs_sandbox = pytest.mark.skipif(not HAS_SANDBOX, reason="bubblewrap is not installed")
+
+
+def cell_index(nb, grade_id):
+    return next(i for i, c in enumerate(nb.cells)
+                if c.metadata.get("nbgrader", {}).get("grade_id") == grade_id)
+
+
+def solution(lesson=FIRST, notebook=NOTEBOOK):
+    return nbformat.read(ROOT / "solutions" / lesson / f"{notebook}.ipynb", as_version=4)
+
+
+def untouched(lesson=FIRST, notebook=NOTEBOOK):
+    return nbformat.read(ROOT / "exercises" / lesson / f"{notebook}.ipynb", as_version=4)
+
+
+def with_code(nb, grade_id, source):
+    nb = copy.deepcopy(nb)
+    nb.cells[cell_index(nb, grade_id)].source = source
+    return nb
+
+
+def tree_digest(folder: Path) -> str:
+    digest = hashlib.sha256()
+    for path in sorted(folder.rglob("*")):
+        digest.update(str(path.relative_to(folder)).encode())
+        if path.is_file():
+            digest.update(path.read_bytes())
+    return digest.hexdigest()
+
+
+@pytest.fixture(scope="module")
+def batch(tmp_path_factory):
+    """Write every kind of submission, grade once, return (rows by student, paths)."""
+    if not HAS_SANDBOX:
+        pytest.skip("bubblewrap is not installed")
+    base = tmp_path_factory.mktemp("grading")
+    subs, out = base / "submitted", base / "out" / "gradebook.csv"
+    canary = base / "outside.txt"
+    out.parent.mkdir()
+    out.write_text("an old gradebook\n")
+
+    def put(student, nb_or_bytes, lesson=FIRST, notebook=NOTEBOOK):
+        folder = subs / student / lesson
+        folder.mkdir(parents=True, exist_ok=True)
+        path = folder / f"{notebook}.ipynb"
+        if isinstance(nb_or_bytes, bytes):
+            path.write_bytes(nb_or_bytes)
+        else:
+            nbformat.write(nb_or_bytes, path)
+
+    for lesson in LESSONS:  # the course-wide invariants
+        for nb_path in source_notebooks(lesson):
+            put("solution", solution(lesson, nb_path.stem), lesson, nb_path.stem)
+            put("untouched", untouched(lesson, nb_path.stem), lesson, nb_path.stem)
+    put("syntax", with_code(solution(), "ex1_code", "def stable_softmax(scores, dim=-1)\n    ret"))
+    put("raises", with_code(solution(), "ex2_code",
+                            "def dot_scores(queries, keys):\n    return 1 / 0"))
+    put("loops", with_code(solution(), "ex3_code",
+                           "def masked_mean(values, mask):\n    while True:\n        pass"))
+    put("memory", with_code(solution(), "ex4_code", "hog = bytearray(64 * 2**30)"))
+    put("dies", with_code(solution(), "ex2_code", "import os\nos._exit(1)"))
+    edited = with_code(untouched(), "ex1_code",
+                       "def stable_softmax(scores, dim=-1):\n    return scores")
+    edited = with_code(edited, "ex1_stable_softmax", "pass  # the test, weakened")
+    put("edits_tests", edited)
+    deleted = solution()
+    del deleted.cells[cell_index(deleted, "ex2_dot_scores")]
+    put("deletes_tests", deleted)
+    hidden = ROOT / "solutions" / FIRST / f"{NOTEBOOK}.ipynb"
+    other = subs / "solution" / FIRST / f"{NOTEBOOK}.ipynb"
+    snoop = with_code(solution(), "ex2_code", solution().cells[
+        cell_index(solution(), "ex2_code")].source + f"""
+
+def attempt(label, action):
+    try:
+        action()
+        print(label, "SUCCEEDED")
+    except Exception as error:
+        print(label, "blocked", type(error).__name__)
+
+attempt("read-solutions", lambda: open({str(hidden)!r}).read())
+attempt("overwrite-gradebook", lambda: open({str(out)!r}, "w").write("hacked"))
+attempt("write-outside", lambda: open({str(canary)!r}, "w").write("escaped"))
+attempt("read-others", lambda: open({str(other)!r}).read())
+attempt("network", lambda: __import__("socket").create_connection(("1.1.1.1", 53), timeout=3))
+""")
+    put("snoops", snoop)
+    put("empty", b"")
+    put("not_json", b"this is not a notebook")
+    (subs / "missing" / FIRST).mkdir(parents=True)
+    (subs / "missing" / FIRST / "notes.txt").write_text("forgot the notebook")
+    put("wrong_lesson", solution(), lesson="99_no_such_lesson")
+
+    before = tree_digest(subs)
+    rows = grade(subs, out, timeout=TIMEOUT_S, memory_gb=3.0)
+    by_student = {}
+    for row in rows:
+        by_student.setdefault(row.student, {})[(row.lesson, row.exercise)] = row
+    return {"rows": rows, "by": by_student, "subs": subs, "out": out, "canary": canary,
+            "before": before, "base": base}
+
+
+def statuses(batch, student):
+    return {exercise: (row.points, row.status)
+            for (lesson, exercise), row in batch["by"][student].items()}
+
+
+def test_gradebook_has_the_promised_columns(batch):
+    with open(batch["out"], newline="") as file:
+        table = list(csv.reader(file))
+    assert table[0] == ["student", "lesson", "exercise", "points", "max_points", "status"]
+    assert len(table) == len(batch["rows"]) + 1
+
+
+def test_every_solution_scores_full_marks(batch):
+    for lesson in LESSONS:
+        expected = [e for nb in source_notebooks(lesson) for e in exercises_of(nb)]
+        assert len(expected) >= 3, f"{lesson} needs at least three exercises"
+        rows = [r for (les, _), r in batch["by"]["solution"].items() if les == lesson]
+        assert len(rows) == len(expected)
+        for row in rows:
+            assert (row.points, row.status) == (row.max_points, "ok"), row
+
+
+def test_every_untouched_exercise_scores_zero_with_a_reason(batch):
+    for row in batch["by"]["untouched"].values():
+        assert row.points == 0 and row.max_points > 0
+        assert row.status.startswith("not attempted"), row
+
+
+def test_syntax_error_costs_only_its_exercise(batch):
+    got = statuses(batch, "syntax")
+    assert got["ex1_stable_softmax"][0] == 0
+    assert got["ex1_stable_softmax"][1].startswith("syntax error")
+    assert all(got[e] == (2, "ok") for e in ("ex2_dot_scores", "ex3_masked_mean",
+                                            "ex4_causal_mask"))
+
+
+def test_raising_code_is_reported(batch):
+    got = statuses(batch, "raises")
+    assert got["ex2_dot_scores"] == (0, "ZeroDivisionError: division by zero")
+    assert got["ex1_stable_softmax"] == (2, "ok")
+
+
+def test_infinite_loop_times_out_and_the_rest_is_graded(batch):
+    got = statuses(batch, "loops")
+    assert got["ex3_masked_mean"] == (0, f"timed out: a cell ran longer than {TIMEOUT_S} s")
+    assert got["ex4_causal_mask"] == (2, "ok")
+
+
+def test_huge_allocation_fails_its_exercise_only(batch):
+    got = statuses(batch, "memory")
+    assert got["ex4_causal_mask"][0] == 0
+    assert got["ex4_causal_mask"][1].startswith("out of memory")
+    assert got["ex1_stable_softmax"] == (2, "ok")
+
+
+def test_a_submission_that_kills_its_kernel(batch):
+    got = statuses(batch, "dies")
+    assert got["ex1_stable_softmax"] == (2, "ok")
+    for exercise in ("ex2_dot_scores", "ex3_masked_mean", "ex4_causal_mask"):
+        points, status = got[exercise]
+        assert points == 0 and status.startswith("not run: the kernel"), (exercise, status)
+
+
+def test_weakened_test_cell_is_restored_before_grading(batch):
+    got = statuses(batch, "edits_tests")
+    points, status = got["ex1_stable_softmax"]
+    assert points == 0
+    assert status.startswith("AssertionError: stable_softmax: values differ")
+
+
+def test_deleted_test_cell_scores_zero(batch):
+    got = statuses(batch, "deletes_tests")
+    assert got["ex2_dot_scores"] == (0, "test cell deleted from the submission")
+    assert got["ex3_masked_mean"] == (2, "ok")
+
+
+def test_snooping_submission_is_contained(batch):
+    assert all(points == 2 for points, _ in statuses(batch, "snoops").values())
+    assert not batch["canary"].exists()
+    assert batch["out"].read_text().startswith("student,lesson,exercise")  # not "hacked"
+    html = (batch["out"].parent / "feedback" / "snoops" / FIRST / f"{NOTEBOOK}.html").read_text()
+    for label in ("read-solutions", "overwrite-gradebook", "write-outside", "read-others",
+                  "network"):
+        assert f"{label} blocked" in html, label
+        assert f"{label} SUCCEEDED" not in html, label
+
+
+def test_broken_files_get_a_reason_and_zero(batch):
+    empty, not_json, missing = (statuses(batch, s) for s in ("empty", "not_json", "missing"))
+    assert all(p == 0 and "empty file" in s for p, s in empty.values())
+    assert all(p == 0 and "not a valid notebook" in s for p, s in not_json.values())
+    assert all(p == 0 and "missing from the submission" in s for p, s in missing.values())
+    (row,) = batch["by"]["wrong_lesson"].values()
+    assert "unknown lesson" in row.status
+
+
+def test_submissions_are_never_modified(batch):
+    assert tree_digest(batch["subs"]) == batch["before"]
+
+
+def test_feedback_per_student_without_hidden_tests(batch):
+    feedback = batch["out"].parent / "feedback"
+    html = (feedback / "untouched" / FIRST / f"{NOTEBOOK}.html").read_text()
+    assert "NotImplementedError" in html
+    assert "HIDDEN TESTS" not in html
+    hidden_lines = hidden_test_lines()
+    assert hidden_lines and not any(line in html for line in hidden_lines)
+    assert not (feedback / "empty").exists()  # nothing ran, nothing to show
+
+
+def hidden_test_lines():
+    lines = []
+    for lesson in LESSONS:
+        for path in source_notebooks(lesson):
+            for cell in nbformat.read(path, as_version=4).cells:
+                inside = False
+                for line in cell.source.splitlines():
+                    if "BEGIN HIDDEN TESTS" in line:
+                        inside = True
+                    elif "END HIDDEN TESTS" in line:
+                        inside = False
+                    elif inside and len(line.strip()) > 25:
+                        lines.append(line.strip())
+    return lines
+
+
+@needs_sandbox
+def test_regrading_is_idempotent(batch, tmp_path):
+    subs = tmp_path / "subs"
+    for student in ("solution", "untouched"):
+        for lesson_dir in (batch["subs"] / student).iterdir():
+            target = subs / student / lesson_dir.name
+            target.mkdir(parents=True)
+            for f in lesson_dir.iterdir():
+                target.joinpath(f.name).write_bytes(f.read_bytes())
+    out = tmp_path / "gb" / "gradebook.csv"
+    grade(subs, out, timeout=TIMEOUT_S)
+    first = out.read_bytes(), tree_digest(out.parent / "feedback")
+    grade(subs, out, timeout=TIMEOUT_S)
+    assert (out.read_bytes(), tree_digest(out.parent / "feedback")) == first
+    assert sorted(p.name for p in out.parent.iterdir()) == ["feedback", "gradebook.csv"]
+
+
+def test_gradebook_write_is_atomic(tmp_path, monkeypatch):
+    out = tmp_path / "gradebook.csv"
+    out.write_text("previous gradebook\n")
+    row = grade_module.GradeRow("s", "l", "e", 1.0, 2.0, "ok")
+
+    def crash(*args, **kwargs):
+        raise OSError("disk full")
+
+    monkeypatch.setattr(grade_module.os, "replace", crash)
+    with pytest.raises(OSError):
+        grade_module.write_outputs([row], out, tmp_path / "no-feedback")
+    assert out.read_text() == "previous gradebook\n"
+
+
+def test_gradebook_inside_submissions_is_refused(tmp_path):
+    (tmp_path / "subs").mkdir()
+    with pytest.raises(GradingError, match="must not be inside the submissions"):
+        grade(tmp_path / "subs", tmp_path / "subs" / "gradebook.csv")
+
+
+def test_without_a_sandbox_grading_refuses_unless_unsafe(tmp_path, monkeypatch):
+    monkeypatch.setattr(grade_module, "sandbox_available", lambda: False)
+    monkeypatch.setattr(sandbox, "sandbox_available", lambda: False)
+    subs = tmp_path / "subs" / "alice" / FIRST
+    subs.mkdir(parents=True)
+    nbformat.write(solution(), subs / f"{NOTEBOOK}.ipynb")
+    with pytest.raises(GradingError, match="--unsafe"):
+        grade(tmp_path / "subs", tmp_path / "gradebook.csv")
+    rows = grade(tmp_path / "subs", tmp_path / "gradebook.csv", unsafe=True, timeout=TIMEOUT_S)
+    assert rows and all(r.status == "ok" for r in rows)
+
+
+@needs_sandbox
+def test_sandbox_blocks_reads_and_writes_outside_its_folder(tmp_path):
+    canary = tmp_path / "escaped.txt"
+    secret = ROOT / "solutions" / FIRST / f"{NOTEBOOK}.ipynb"
+    cells = [f"open({str(secret)!r}).read()",
+             f"open({str(canary)!r}, 'w').write('x')",
+             "open('mine.txt', 'w').write('allowed'); print(open('mine.txt').read())"]
+    nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(c) for c in cells])
+    folder = tmp_path / "work"
+    folder.mkdir()
+    executed = sandbox.execute_isolated(nb, folder, cell_timeout=TIMEOUT_S)
+    read, write, own = ([o for o in c.outputs] for c in executed.cells)
+    assert read[0]["ename"] == "FileNotFoundError"
+    assert write[0]["ename"] in ("OSError", "FileNotFoundError", "PermissionError")
+    assert own[0]["text"].strip() == "allowed"
+    assert not canary.exists()
+    assert (folder / "mine.txt").read_text() == "allowed"
+
+
+@needs_sandbox
+def test_a_dead_kernel_never_leaves_cells_passing(tmp_path):
+    cells = ["import os; os._exit(3)", "print('never runs')"]
+    nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(c) for c in cells])
+    executed = sandbox.execute_isolated(nb, tmp_path, cell_timeout=TIMEOUT_S)
+    assert all(c.outputs and c.outputs[0]["output_type"] == "error" for c in executed.cells)
+
+
+@needs_sandbox
+def test_course_grade_command(tmp_path):
+    import subprocess
+    import sys
+
+    folder = tmp_path / "subs" / "alice" / FIRST
+    folder.mkdir(parents=True)
+    nbformat.write(solution(), folder / f"{NOTEBOOK}.ipynb")
+    out = tmp_path / "results" / "gradebook.csv"
+    command = [sys.executable, "-m", "course_lib", "grade", str(tmp_path / "subs"), "--out",
+               str(out), "--timeout", str(TIMEOUT_S)]
+    done = subprocess.run(command, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+    maximum = sum(e.max_points for e in exercises_of(source_notebooks(FIRST)[0]))
+    assert f"{maximum:g} / {maximum:g}" in done.stdout
+    assert (out.parent / "feedback" / "alice" / FIRST / f"{NOTEBOOK}.html").is_file()
+    missing = subprocess.run(command[:4] + [str(tmp_path / "absent")], capture_output=True,
+                             text=True, timeout=120)
+    assert missing.returncode == 2 and "is not a folder of submissions" in missing.stderr
