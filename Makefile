@@ -28,6 +28,7 @@ test: setup
 	COURSE_PROFILE=fast $(BIN)/python -m pytest tests $(NOTEBOOK_DIRS) $(PYTEST_NOTEBOOKS)
 
 test-full: setup
+	COURSE_PROFILE=full $(BIN)/python -m pytest tests -m slow
 	COURSE_PROFILE=full $(BIN)/python -m pytest $(NOTEBOOK_DIRS) $(PYTEST_NOTEBOOKS)
 
 check: setup

@@ -4,6 +4,7 @@
     course clean-notebooks [PATH] strip outputs and stray metadata from committed notebooks
     course assign [LESSON ...]    regenerate exercises/ from solutions/ (nbgrader)
     course grade SUBMISSIONS      autograde submissions into a gradebook CSV and feedback HTML
+    course reproduce bottleneck   retrain the no-attention model, write results/bottleneck-*.json
 """
 
 from __future__ import annotations
@@ -31,6 +32,12 @@ def build_parser() -> argparse.ArgumentParser:
     grade.add_argument("--memory-gb", type=float, default=None, help="memory cap per submission")
     grade.add_argument("--unsafe", action="store_true",
                        help="run submissions without a sandbox when bubblewrap is missing")
+    reproduce = commands.add_parser("reproduce", help="retrain and measure a headline result")
+    reproduce.add_argument("experiment", choices=["bottleneck"])
+    reproduce.add_argument("--model", default="none", choices=["none"],
+                           help="which model to train (attention models come with lesson 04)")
+    reproduce.add_argument("--seed", type=int, default=0, help="data and initialisation seed")
+    reproduce.add_argument("--out-dir", default=None, help="where to write (default: results/)")
     return parser
 
 
@@ -67,6 +74,10 @@ def main(argv: list[str] | None = None) -> int:
         except GradingError as error:
             print(f"course grade: {error}", file=sys.stderr)
             return 2
+    if args.command == "reproduce":
+        from course_lib.reproduce import reproduce_cli
+
+        return reproduce_cli(args)
     return 2  # unreachable: argparse rejects unknown commands
 
 

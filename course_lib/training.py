@@ -16,6 +16,7 @@ Per epoch the history records ``train_loss`` (the batch-size-weighted mean of th
 from __future__ import annotations
 
 import copy
+import dataclasses
 import math
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
@@ -72,6 +73,7 @@ class History:
 
     records: list[dict[str, float]] = field(default_factory=list)
     stopped_early: bool = False
+    stopped_by_time: bool = False
     best_epoch: int | None = None
 
     def __getitem__(self, key: str) -> list[float]:
@@ -106,6 +108,8 @@ def batch_size(batch: Any) -> int:
     """Rows in a batch: the first dimension of the first tensor found in it (1 if none)."""
     if isinstance(batch, torch.Tensor):
         return int(batch.shape[0]) if batch.dim() else 1
+    if dataclasses.is_dataclass(batch) and not isinstance(batch, type):
+        return batch_size([getattr(batch, f.name) for f in dataclasses.fields(batch)])
     values = batch.values() if isinstance(batch, Mapping) else batch
     if isinstance(values, (list, tuple)) or isinstance(batch, Mapping):
         for value in values:
@@ -170,6 +174,7 @@ def fit(
     callbacks: Sequence[Callback] = (),
     live_plot: bool | None = None,
     progress: bool = True,
+    max_time_s: float | None = None,
 ) -> History:
     """Train ``model`` for up to ``epochs`` epochs and return its :class:`History`.
 
@@ -179,6 +184,8 @@ def fit(
     ``torch.float16``) turns on ``torch.autocast``, with gradient scaling for float16.
     ``metrics`` maps names to ``metric(model) -> float``, evaluated after each epoch in eval mode
     without gradients. ``live_plot`` draws the curves as they grow (default: in notebooks only).
+    ``max_time_s`` is a training-time budget: the epoch in which it runs out is the last (it
+    stops after the current batch) and ``history.stopped_by_time`` is set.
     """
     if epochs < 1:
         raise ValueError(f"epochs must be at least 1, got {epochs}")
@@ -204,6 +211,7 @@ def fit(
     best_value: float | None = None
     best_state: dict[str, torch.Tensor] | None = None
     epochs_without_gain = 0
+    started = time.perf_counter()
     epoch_bar = tqdm(range(1, epochs + 1), desc="epochs", disable=not progress)
     # One batch bar, reset every epoch, rather than a new bar (and widget) per epoch.
     batch_bar = tqdm(desc="batches", leave=False, disable=not progress)
@@ -232,6 +240,9 @@ def fit(
             rows += size
             batch_bar.update(1)
             batch_bar.set_postfix(loss=f"{loss.item():.4f}", refresh=False)
+            if max_time_s is not None and time.perf_counter() - started >= max_time_s:
+                history.stopped_by_time = True
+                break
         if rows == 0:
             raise ValueError("train_batches yielded no batches")
 
@@ -267,6 +278,8 @@ def fit(
                 if epochs_without_gain >= early_stopping.patience:
                     history.stopped_early = epoch < epochs
                     break
+        if history.stopped_by_time:
+            break
     batch_bar.close()
     epoch_bar.close()
     if best_state is not None:

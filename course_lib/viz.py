@@ -165,3 +165,26 @@ def plot_decision_boundary(
     if title:
         ax.set_title(title)
     return ax
+
+
+def plot_bleu_by_length(scores: dict[str, dict[str, float | None]], *,
+                        ax: plt.Axes | None = None, title: str | None = None) -> plt.Axes:
+    """BLEU per source-length bucket, one line per model: ``{"none": {"1-10": 91.0, ...}}``."""
+    if not scores:
+        raise ValueError("no scores to plot")
+    buckets = list(next(iter(scores.values())))
+    if ax is None:
+        _, ax = plt.subplots(figsize=(5.5, 3.5))
+    for name, by_length in scores.items():
+        if list(by_length) != buckets:
+            raise ValueError(f"{name} has buckets {list(by_length)}, expected {buckets}")
+        values = [np.nan if by_length[b] is None else by_length[b] for b in buckets]
+        ax.plot(buckets, values, marker="o", label=name)
+    ax.set_xlabel("source length (words)")
+    ax.set_ylabel("BLEU")
+    ax.set_ylim(0, 100)
+    ax.grid(alpha=0.3)
+    ax.legend(title="model")
+    if title:
+        ax.set_title(title)
+    return ax

@@ -14,11 +14,15 @@ from course_lib.device import mps_available  # noqa: E402
 def pytest_collection_modifyitems(config, items):
     skip_cuda = pytest.mark.skip(reason="needs a CUDA GPU (torch.cuda.is_available() is False)")
     skip_mps = pytest.mark.skip(reason="needs Apple's MPS backend")
+    skip_slow = pytest.mark.skip(reason="minutes of training: run with `make test-full`")
+    run_slow = config.getoption("-m") and "slow" in config.getoption("-m")
     for item in items:
         if "cuda" in item.keywords and not torch.cuda.is_available():
             item.add_marker(skip_cuda)
         if "mps" in item.keywords and not mps_available():
             item.add_marker(skip_mps)
+        if "slow" in item.keywords and not run_slow:
+            item.add_marker(skip_slow)
 
 
 @pytest.fixture

@@ -84,3 +84,15 @@ def test_decision_boundary_draws_grid_and_points():
         plot_decision_boundary(probs, 1.0, torch.zeros(3, 3), torch.zeros(3))
     with pytest.raises(ValueError, match="square"):
         plot_decision_boundary(np.zeros((2, 3)), 1.0, torch.zeros(3, 2), torch.zeros(3))
+
+
+def test_bleu_by_length_plot_one_line_per_model():
+    from course_lib.viz import plot_bleu_by_length
+
+    ax = plot_bleu_by_length({"none": {"1-10": 90.0, "11-20": 50.0, "31+": None},
+                              "bahdanau": {"1-10": 95.0, "11-20": 94.0, "31+": 93.0}})
+    lines = {line.get_label(): line.get_ydata() for line in ax.get_lines()}
+    np.testing.assert_allclose(lines["bahdanau"], [95.0, 94.0, 93.0])
+    assert np.isnan(lines["none"][2])
+    with pytest.raises(ValueError, match="buckets"):
+        plot_bleu_by_length({"a": {"1-10": 1.0}, "b": {"11-20": 2.0}})

@@ -28,6 +28,7 @@ def mark_unexecuted(nb, reason: str) -> None:
 
 def execute(nb, cell_timeout: int):
     import nbformat
+    from nbconvert.preprocessors import CoalesceStreamsPreprocessor
     from nbgrader.preprocessors import Execute, LimitOutput
 
     from course_lib.grading.config import nbgrader_config
@@ -58,6 +59,9 @@ def execute(nb, cell_timeout: int):
             nb.cells[executor.running].outputs.append(nbformat.v4.new_output(
                 "error", ename="KernelDied", evalue=reason, traceback=[f"KernelDied: {reason}"]))
         mark_unexecuted(nb, f"the kernel stopped before this cell ran ({error[:200]})")
+    # The kernel flushes printed text in chunks whose boundaries vary from run to run: merge
+    # them, so that grading the same submission twice gives the same notebook and feedback.
+    nb, _ = CoalesceStreamsPreprocessor().preprocess(nb, {})
     nb, _ = limiter.preprocess(nb, {})
     return nb, error
 

@@ -1,0 +1,1 @@
+"""Data: the generated translation corpus, vocabularies and batching."""

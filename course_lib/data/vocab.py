@@ -1,0 +1,54 @@
+"""Vocabularies: tokens <-> ids, with the special tokens every model uses."""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Iterable, Sequence
+
+PAD, BOS, EOS, UNK = "<pad>", "<bos>", "<eos>", "<unk>"
+SPECIALS = (PAD, BOS, EOS, UNK)
+PAD_ID, BOS_ID, EOS_ID, UNK_ID = range(4)
+
+
+class Vocab:
+    """Ids 0-3 are the specials (pad, bos, eos, unk); the rest by falling frequency, then
+    alphabetically, so the same sentences always give the same ids."""
+
+    def __init__(self, tokens: Sequence[str]) -> None:
+        if tuple(tokens[:4]) != SPECIALS:
+            raise ValueError(f"a vocabulary starts with {SPECIALS}, got {tuple(tokens[:4])}")
+        if len(set(tokens)) != len(tokens):
+            raise ValueError("vocabulary tokens must be unique")
+        self.itos = list(tokens)
+        self.stoi = {token: index for index, token in enumerate(self.itos)}
+
+    @classmethod
+    def build(cls, sentences: Iterable[str | Sequence[str]], min_freq: int = 1) -> Vocab:
+        counts = Counter(token for sentence in sentences
+                         for token in (sentence.split() if isinstance(sentence, str) else sentence))
+        kept = sorted((t for t, c in counts.items() if c >= min_freq and t not in SPECIALS),
+                      key=lambda t: (-counts[t], t))
+        return cls(list(SPECIALS) + kept)
+
+    def __len__(self) -> int:
+        return len(self.itos)
+
+    def encode(self, sentence: str | Sequence[str], *, bos: bool = False, eos: bool = True
+               ) -> list[int]:
+        tokens = sentence.split() if isinstance(sentence, str) else sentence
+        ids = [self.stoi.get(token, UNK_ID) for token in tokens]
+        return ([BOS_ID] if bos else []) + ids + ([EOS_ID] if eos else [])
+
+    def decode(self, ids: Iterable[int], *, strip: bool = True) -> list[str]:
+        """Tokens for ``ids``; with ``strip``, stop at the first EOS and drop PAD and BOS."""
+        tokens = []
+        for index in ids:
+            index = int(index)
+            if strip and index == EOS_ID:
+                break
+            if strip and index in (PAD_ID, BOS_ID):
+                continue
+            if not 0 <= index < len(self.itos):
+                raise ValueError(f"id {index} is outside the vocabulary of {len(self.itos)}")
+            tokens.append(self.itos[index])
+        return tokens

@@ -1,0 +1,162 @@
+"""The generated translation corpus: deterministic, sensible, aligned, length-controlled."""
+
+import random
+
+import pytest
+
+from course_lib.data import lexicon as lex
+from course_lib.data.corpus import (
+    CorpusConfig,
+    Sampler,
+    _concepts,
+    _realise,
+    align,
+    corpus_bytes,
+    corpus_statistics,
+    generate_pairs,
+    load_corpus,
+    tokenize,
+    word_count,
+)
+
+SMALL = CorpusConfig(size=600, seed=3)
+
+
+@pytest.fixture(scope="module")
+def pairs():
+    return generate_pairs(SMALL)
+
+
+def test_same_seed_same_bytes_other_seed_other_corpus(pairs):
+    assert corpus_bytes(generate_pairs(SMALL)) == corpus_bytes(pairs)
+    assert corpus_bytes(generate_pairs(CorpusConfig(size=600, seed=4))) != corpus_bytes(pairs)
+
+
+def test_every_pair_is_realised_in_both_languages(pairs):
+    for pair in pairs:
+        for language in ("en", "fr"):
+            text = pair[language]
+            assert text.endswith(" .") and word_count(text.split()) >= 3, text
+            assert "[" not in text and "]" not in text, text  # pyrealb's mark of a failure
+    french_words = {t for p in pairs for t in p["fr"].split()}
+    assert {"le", "la", "les"} <= french_words and "the" not in french_words
+
+
+def test_meanings_are_sensible():
+    rng = random.Random(0)
+    sampler = Sampler(rng)
+    for _ in range(300):
+        clause = sampler.clause()
+        assert clause.subject.noun.kind in clause.verb.subjects
+        if clause.obj is not None:
+            assert clause.obj.noun.kind in clause.verb.objects
+    eaters = {v.en: v for v in lex.VERBS}["eat"]
+    assert eaters.objects == {lex.FOOD} and lex.PLACE not in eaters.subjects
+
+
+def lexical_forms():
+    """Every form a content word can take: English form -> set of French forms."""
+    import pyrealb as p
+
+    table = {}
+    numbers = ("s", "p")
+    for noun in lex.NOUNS:
+        for n in numbers:
+            p.loadEn()
+            en = tuple(tokenize(p.N(noun.en).n(n).realize()))
+            p.loadFr()
+            fr = tuple(tokenize(p.N(noun.fr).n(n).realize())) + tuple(noun.fr_tail.split())
+            table.setdefault(en, set()).add(fr)
+    return table
+
+
+def test_alignments_point_at_the_right_words(pairs):
+    nouns = lexical_forms()
+    adjectives = {a.en: a.fr for a in lex.ADJECTIVES}
+    checked_nouns = checked_adjectives = 0
+    for pair in pairs:
+        en, fr = pair["en"].split(), pair["fr"].split()
+        for en_span, fr_span in pair["align"]:
+            en_words = tuple(en[i] for i in en_span)
+            fr_words = tuple(fr[j] for j in fr_span)
+            assert fr_span == list(range(fr_span[0], fr_span[0] + len(fr_span)))  # contiguous
+            if en_words in nouns and len(fr_span) == len(next(iter(nouns[en_words]))):
+                if fr_words in nouns[en_words]:
+                    checked_nouns += 1
+                    continue
+            if len(en_words) == 1 and en_words[0] in adjectives:
+                stem = adjectives[en_words[0]][:3]
+                if fr_words[0][:2] == stem[:2]:
+                    checked_adjectives += 1
+                    continue
+            # Otherwise a verb: English and French forms of one entry.
+            verb = next((v for v in lex.VERBS if en_words[0][:3] in (v.en[:3], "ate", "saw",
+                         "wro", "sol", "bou", "fou", "dre", "ran", "san", "swa", "lau")), None)
+            assert verb is not None, (pair["en"], en_words, fr_words)
+    assert checked_nouns > 500 and checked_adjectives > 100
+
+
+def test_almost_every_content_word_is_aligned():
+    rng = random.Random(7)
+    concepts = aligned = 0
+    for _ in range(200):
+        sentence = Sampler(rng).sentence(rng.randint(3, 50))
+        en, fr = tokenize(_realise(sentence, "en")), tokenize(_realise(sentence, "fr"))
+        concepts += len(_concepts(sentence))
+        aligned += len(align(sentence, en, fr))
+    assert aligned / concepts >= 0.97
+
+
+def test_multi_word_french_forms_are_aligned(pairs):
+    spans = [(pair["fr"].split(), fr_span) for pair in pairs for _, fr_span in pair["align"]
+             if len(fr_span) == 3]
+    assert any(fr[s[0]] in ("pomme", "pommes") and fr[s[2]] == "terre" for fr, s in spans)
+
+
+def test_length_distribution_as_asked():
+    config = CorpusConfig(size=2000, seed=5)
+    corpus = load_corpus(config, cache_dir=None)
+    lengths = [word_count(p["en"].split()) for p in corpus.train + corpus.valid + corpus.test]
+    assert min(lengths) >= 3 and max(lengths) <= 50
+    for low, high, share in config.buckets:
+        inside = sum(low <= n <= high for n in lengths) / len(lengths)
+        assert inside == pytest.approx(share, abs=0.002)
+    assert corpus_statistics(corpus)["share_over_30"]["test"] >= 0.15
+    custom = CorpusConfig(size=200, seed=1, buckets=((3, 6, 1.0),))
+    assert all(3 <= word_count(p["en"].split()) <= 6 for p in generate_pairs(custom))
+
+
+def test_splits_are_fixed_and_disjoint(tmp_path):
+    corpus = load_corpus(SMALL, cache_dir=tmp_path)
+    assert (len(corpus.train), len(corpus.valid), len(corpus.test)) == (480, 60, 60)
+    train = {p["en"] for p in corpus.train}
+    assert not train & {p["en"] for p in corpus.test}
+    assert not train & {p["en"] for p in corpus.valid}
+
+
+def test_cache_is_used(tmp_path, monkeypatch):
+    first = load_corpus(SMALL, cache_dir=tmp_path)
+    assert len(list(tmp_path.glob("corpus-*.json.gz"))) == 1
+    monkeypatch.setattr("course_lib.data.corpus.generate_pairs",
+                        lambda config: pytest.fail("regenerated despite the cache"))
+    assert load_corpus(SMALL, cache_dir=tmp_path).test == first.test
+
+
+def test_statistics_for_lesson_02(pairs):
+    corpus = load_corpus(SMALL, cache_dir=None)
+    stats = corpus_statistics(corpus)
+    assert stats["pairs"] == {"train": 480, "valid": 60, "test": 60}
+    assert len(stats["en_lengths"]["train"]) == 480
+    assert 50 < stats["vocab_size"]["en"] < stats["vocab_size"]["fr"]
+
+
+@pytest.mark.parametrize("kwargs", [{"size": 5}, {"buckets": ((3, 10, 0.5),)},
+                                    {"buckets": ((1, 10, 1.0),)}, {"split": (0.5, 0.5, 0.5)}])
+def test_bad_config_is_refused(kwargs):
+    with pytest.raises(ValueError):
+        CorpusConfig(**kwargs)
+
+
+def test_tokenizer_splits_punctuation_and_keeps_elisions():
+    assert tokenize("L'homme n'a pas mangé, hier.") == ["l'", "homme", "n'", "a", "pas", "mangé",
+                                                        ",", "hier", "."]

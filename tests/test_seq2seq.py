@@ -1,0 +1,115 @@
+import pytest
+import torch
+from torch import nn
+
+from course_lib.data.vocab import BOS_ID, EOS_ID, PAD_ID
+from course_lib.seq2seq import (
+    Decoder,
+    Encoder,
+    ScratchRNNCell,
+    Seq2Seq,
+    Seq2SeqConfig,
+    sequence_loss,
+)
+from course_lib.training import fit
+
+
+def test_scratch_rnn_cell_matches_torch_exactly():
+    torch.manual_seed(0)
+    ours, reference = ScratchRNNCell(5, 7), nn.RNNCell(5, 7)
+    ours.load_state_dict(reference.state_dict())
+    x, h = torch.randn(3, 4, 5), torch.zeros(3, 7)
+    h_ref = h.clone()
+    for t in range(4):
+        h, h_ref = ours(x[:, t], h), reference(x[:, t], h_ref)
+        torch.testing.assert_close(h, h_ref, rtol=1e-6, atol=1e-6)
+    torch.testing.assert_close(ours(x[:, 0]), reference(x[:, 0]), rtol=1e-6, atol=1e-6)
+    with pytest.raises(ValueError, match=r"\(B, 5\).*\(3, 4\)"):
+        ours(torch.zeros(3, 4))
+    with pytest.raises(ValueError, match=r"\(3, 7\)"):
+        ours(torch.zeros(3, 5), torch.zeros(3, 6))
+
+
+@pytest.mark.parametrize("cell", ["gru", "lstm"])
+@pytest.mark.parametrize("bidirectional", [False, True])
+def test_encoder_never_reads_padding(cell, bidirectional):
+    torch.manual_seed(0)
+    config = Seq2SeqConfig(20, 20, embed_dim=8, hidden_size=16, cell=cell,
+                           bidirectional=bidirectional)
+    encoder = Encoder(config).eval()
+    sentence = torch.tensor([[5, 6, 7]])
+    padded = torch.tensor([[5, 6, 7, PAD_ID, PAD_ID], [8, 9, 10, 11, 12]])
+    _, alone = encoder(sentence, torch.tensor([3]))
+    outputs, batched = encoder(padded, torch.tensor([3, 5]))
+    torch.testing.assert_close(batched[0], alone[0], rtol=1e-5, atol=1e-6)
+    assert outputs.shape == (2, 5, 16 * (2 if bidirectional else 1))
+    assert outputs[0, 3:].abs().max() == 0  # nothing computed at padded positions
+
+
+@pytest.mark.parametrize("context", ["init", "every_step", "both"])
+def test_decoder_is_causal_and_uses_the_context(context):
+    torch.manual_seed(0)
+    config = Seq2SeqConfig(10, 12, embed_dim=6, hidden_size=8, context=context)
+    decoder = Decoder(config).eval()
+    tokens, c = torch.randint(4, 12, (2, 6)), torch.randn(2, 8)
+    logits, _ = decoder(tokens, c)
+    assert logits.shape == (2, 6, 12)
+    changed = tokens.clone()
+    changed[:, 4] = 3
+    later, _ = decoder(changed, c)
+    torch.testing.assert_close(later[:, :4], logits[:, :4])  # no future leakage
+    other, _ = decoder(tokens, c + 1)
+    assert not torch.allclose(other[:, 0], logits[:, 0])  # the context matters from step one
+
+
+def test_sequence_loss_ignores_padding():
+    logits = torch.randn(2, 3, 5)
+    targets = torch.tensor([[1, 2, PAD_ID], [3, PAD_ID, PAD_ID]])
+    real = targets != PAD_ID
+    expected = nn.functional.cross_entropy(logits[real], targets[real])
+    torch.testing.assert_close(sequence_loss(logits, targets), expected)
+    with pytest.raises(ValueError, match="disagree"):
+        sequence_loss(logits, targets[:, :2])
+
+
+def copy_batches(n_batches=40, seed=0):
+    """Sequences of 2-4 symbols (ids 4-7); the target is the same sequence."""
+    g = torch.Generator().manual_seed(seed)
+    batches = []
+    for _ in range(n_batches):
+        lengths = torch.randint(2, 5, (32,), generator=g)
+        src = torch.full((32, 4), PAD_ID)
+        for row, n in enumerate(lengths):
+            src[row, :n] = torch.randint(4, 8, (int(n),), generator=g)
+        eos = torch.full((32, 1), PAD_ID)
+        tgt_out = torch.cat([src, eos], dim=1)
+        tgt_out[torch.arange(32), lengths] = EOS_ID
+        tgt_in = torch.cat([torch.full((32, 1), BOS_ID), tgt_out[:, :-1]], dim=1)
+        tgt_in[tgt_in == EOS_ID] = PAD_ID
+        batches.append((src, lengths, tgt_in, tgt_out))
+    return batches
+
+
+def test_model_learns_to_copy_short_sequences_exactly():
+    torch.manual_seed(0)
+    model = Seq2Seq(Seq2SeqConfig(8, 8, embed_dim=16, hidden_size=128))
+    batches = copy_batches(40)
+    fit(model, torch.optim.Adam(model.parameters(), lr=5e-3), batches,
+        lambda m, b: sequence_loss(m(b[0], b[1], b[2]), b[3]), epochs=15, device="cpu",
+        clip_grad_norm=1.0, progress=False)
+    src, lengths, _, tgt_out = copy_batches(1, seed=99)[0]
+    generated = model.greedy_decode(src, lengths, max_len=8)
+    for row in range(32):
+        n = int(lengths[row])
+        assert generated[row, :n + 1].tolist() == tgt_out[row, :n + 1].tolist()
+        assert (generated[row, n + 1:] == PAD_ID).all()  # nothing after EOS
+
+
+def test_greedy_decode_stops_at_max_len_and_config_is_checked():
+    model = Seq2Seq(Seq2SeqConfig(10, 10, embed_dim=4, hidden_size=8)).eval()
+    out = model.greedy_decode(torch.randint(4, 10, (3, 4)), max_len=7)
+    assert out.shape[0] == 3 and out.shape[1] <= 7
+    with pytest.raises(ValueError, match="context"):
+        Seq2SeqConfig(10, 10, context="sometimes")
+    with pytest.raises(ValueError, match="cell"):
+        Seq2SeqConfig(10, 10, cell="transformer")
