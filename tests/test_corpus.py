@@ -32,6 +32,12 @@ def test_same_seed_same_bytes_other_seed_other_corpus(pairs):
     assert corpus_bytes(generate_pairs(CorpusConfig(size=600, seed=4))) != corpus_bytes(pairs)
 
 
+def test_parallel_generation_gives_the_same_corpus():
+    config = CorpusConfig(size=1000, seed=2)
+    assert corpus_bytes(generate_pairs(config, workers=1)) == \
+        corpus_bytes(generate_pairs(config, workers=2))
+
+
 def test_every_pair_is_realised_in_both_languages(pairs):
     for pair in pairs:
         for language in ("en", "fr"):
@@ -160,3 +166,14 @@ def test_bad_config_is_refused(kwargs):
 def test_tokenizer_splits_punctuation_and_keeps_elisions():
     assert tokenize("L'homme n'a pas mangé, hier.") == ["l'", "homme", "n'", "a", "pas", "mangé",
                                                         ",", "hier", "."]
+
+
+def test_length_estimate_equals_the_realised_length():
+    """The sampler grows sentences by estimate and rejects them before realising: both rely on
+    the estimate being exact."""
+    from course_lib.data.corpus import estimated_words
+
+    rng = random.Random(11)
+    for _ in range(200):
+        sentence = Sampler(rng).sentence(rng.randint(3, 50))
+        assert estimated_words(sentence) == word_count(tokenize(_realise(sentence, "en")))

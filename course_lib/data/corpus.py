@@ -24,10 +24,12 @@ import functools
 import gzip
 import hashlib
 import json
+import os
 import random
 import re
 from collections import Counter
 from collections.abc import Sequence
+from concurrent.futures import ProcessPoolExecutor
 from dataclasses import asdict, dataclass, field
 from importlib.metadata import version
 from pathlib import Path
@@ -384,8 +386,14 @@ class CorpusConfig:
         return hashlib.sha256(text.encode()).hexdigest()[:16]
 
 
-def sample_pair(rng: random.Random, target_words: int) -> dict:
+def sample_pair(rng: random.Random, target_words: int,
+                length_range: tuple[int, int] | None = None) -> dict | None:
+    """One realised pair grown towards ``target_words`` English words; None (before the costly
+    realisation) when its length falls outside ``length_range``."""
     sentence = Sampler(rng).sentence(target_words)
+    if length_range is not None and not (
+            length_range[0] <= estimated_words(sentence) <= length_range[1]):
+        return None
     english, french = _realise(sentence, "en"), _realise(sentence, "fr")
     en_tokens, fr_tokens = tokenize(english), tokenize(french)
     first = sentence.clauses[0]
@@ -395,26 +403,55 @@ def sample_pair(rng: random.Random, target_words: int) -> dict:
             "align": align(sentence, en_tokens, fr_tokens), "meta": meta}
 
 
-def generate_pairs(config: CorpusConfig) -> list[dict]:
-    """``config.size`` distinct pairs whose English lengths follow ``config.buckets``."""
-    rng = random.Random(config.seed)
+CHUNK = 250  # sentences drawn per work unit; a unit's draws depend only on its own seed
+
+
+def _draw_chunk(seed: int, bucket: int, chunk: int, low: int, high: int) -> list[dict | None]:
+    """``CHUNK`` draws for one bucket, from a generator seeded by (seed, bucket, chunk) alone, so
+    the result is the same whichever process computes it."""
+    rng = random.Random(f"{seed}/{bucket}/{chunk}")
+    return [sample_pair(rng, rng.randint(low, high), (low, high)) for _ in range(CHUNK)]
+
+
+def generate_pairs(config: CorpusConfig, workers: int | None = None) -> list[dict]:
+    """``config.size`` distinct pairs whose English lengths follow ``config.buckets``.
+
+    Draws are made in chunks with their own seeds and, with ``workers`` > 1 (default: the number
+    of cores, at most 4), in parallel processes; the chunks are then read in order, so the corpus
+    is the same for any number of workers.
+    """
     counts = [round(share * config.size) for _, _, share in config.buckets]
     counts[-1] += config.size - sum(counts)
+    workers = workers or min(os.cpu_count() or 1, 4)
+    pool = ProcessPoolExecutor(workers) if workers > 1 and config.size >= 4 * CHUNK else None
     pairs, seen = [], set()
-    for (low, high, _), count in zip(config.buckets, counts, strict=True):
-        made, attempts = 0, 0
-        while made < count:
-            attempts += 1
-            if attempts > 50 * count + 1000:
-                raise RuntimeError(f"could not draw {count} distinct sentences of {low}-{high} "
-                                   f"words; widen the bucket or lower the size")
-            pair = sample_pair(rng, rng.randint(low, high))
-            length = word_count(pair["en"].split())
-            if low <= length <= high and pair["en"] not in seen:
-                seen.add(pair["en"])
-                pairs.append(pair)
-                made += 1
-    rng.shuffle(pairs)
+    try:
+        for bucket, ((low, high, _), count) in enumerate(zip(config.buckets, counts,
+                                                              strict=True)):
+            made, chunk = 0, 0
+            while made < count:
+                batch = max(1, workers) if pool else 1
+                if chunk + batch > 50 * (count // CHUNK + 1) + 20:
+                    raise RuntimeError(f"could not draw {count} distinct sentences of "
+                                       f"{low}-{high} words; widen the bucket or lower the size")
+                jobs = [(config.seed, bucket, chunk + k, low, high) for k in range(batch)]
+                results = (pool.map(_draw_chunk, *zip(*jobs, strict=True)) if pool
+                           else [_draw_chunk(*job) for job in jobs])
+                chunk += batch
+                for draws in results:
+                    for pair in draws:
+                        if made == count:
+                            break
+                        if pair is None or pair["en"] in seen:
+                            continue
+                        if low <= word_count(pair["en"].split()) <= high:
+                            seen.add(pair["en"])
+                            pairs.append(pair)
+                            made += 1
+    finally:
+        if pool is not None:
+            pool.shutdown()
+    random.Random(config.seed).shuffle(pairs)
     return pairs
 
 
