@@ -76,30 +76,48 @@ def lexical_forms():
     return table
 
 
+def verb_forms():
+    """Every lexical verb form per verb: English and French, all tenses, numbers, negation."""
+    from course_lib.data.corpus import _form
+
+    forms = []
+    for verb in lex.VERBS:
+        english, french = set(), set()
+        for en_tense, fr_tense in lex.TENSES.values():
+            for number in ("s", "p"):
+                for negated in (False, True):
+                    english.update(_form("en", "verb", verb.en, (en_tense, number, negated)))
+                french.update(_form("fr", "verb", verb.fr, (fr_tense, number, False)))
+        forms.append((english, french))
+    return forms
+
+
 def test_alignments_point_at_the_right_words(pairs):
+    """Each aligned span is one lexicon entry in both languages: the noun in the right number,
+    the adjective (any agreement), or the verb (any tense, number, negation)."""
     nouns = lexical_forms()
     adjectives = {a.en: a.fr for a in lex.ADJECTIVES}
-    checked_nouns = checked_adjectives = 0
+    verbs = verb_forms()
+    counts = {"noun": 0, "adjective": 0, "verb": 0}
     for pair in pairs:
         en, fr = pair["en"].split(), pair["fr"].split()
         for en_span, fr_span in pair["align"]:
             en_words = tuple(en[i] for i in en_span)
             fr_words = tuple(fr[j] for j in fr_span)
             assert fr_span == list(range(fr_span[0], fr_span[0] + len(fr_span)))  # contiguous
-            if en_words in nouns and len(fr_span) == len(next(iter(nouns[en_words]))):
-                if fr_words in nouns[en_words]:
-                    checked_nouns += 1
-                    continue
-            if len(en_words) == 1 and en_words[0] in adjectives:
-                stem = adjectives[en_words[0]][:3]
-                if fr_words[0][:2] == stem[:2]:
-                    checked_adjectives += 1
-                    continue
-            # Otherwise a verb: English and French forms of one entry.
-            verb = next((v for v in lex.VERBS if en_words[0][:3] in (v.en[:3], "ate", "saw",
-                         "wro", "sol", "bou", "fou", "dre", "ran", "san", "swa", "lau")), None)
-            assert verb is not None, (pair["en"], en_words, fr_words)
-    assert checked_nouns > 500 and checked_adjectives > 100
+            if fr_words in nouns.get(en_words, ()):
+                counts["noun"] += 1
+            elif len(en_words) == 1 and en_words[0] in adjectives:
+                french = adjectives[en_words[0]]
+                assert len(fr_words) == 1 and fr_words[0][:2] == french[:2], (en_words, fr_words)
+                counts["adjective"] += 1
+            else:
+                assert len(en_words) == len(fr_words) == 1, (pair["en"], en_words, fr_words)
+                assert any(en_words[0] in english and (fr_words[0] in french or any(
+                    fr_words[0][:len(f) - 2] == f[:-2] for f in french if len(f) > 3))
+                    for english, french in verbs), (pair["en"], en_words, fr_words)
+                counts["verb"] += 1
+    assert counts["noun"] > 500 and counts["adjective"] > 100 and counts["verb"] > 300, counts
 
 
 def test_almost_every_content_word_is_aligned():
