@@ -27,6 +27,7 @@ from dataclasses import dataclass
 
 import torch
 
+from course_lib.attention import masked_softmax
 from course_lib.seeding import make_generator
 
 # ----------------------------------------------------------------------------------------------
@@ -70,24 +71,6 @@ def check_lookup_shapes(query: torch.Tensor, keys: torch.Tensor, values: torch.T
                          f"keys {_shape(keys)}, got {_shape(values)}")
     _check_mask(mask, (batch, items), "(B, N)")
     return batch, items, dim
-
-
-def masked_softmax(scores: torch.Tensor, mask: torch.Tensor | None = None,
-                   dim: int = -1) -> torch.Tensor:
-    """``a_i = exp(e_i) / Σ_{j: m_j} exp(e_j)`` for items with ``m_i`` True, ``a_i = 0`` otherwise.
-
-    Masked scores are filled with ``torch.finfo(dtype).min`` (finite, so fp16/bf16 never
-    overflow to NaN), and the weights of masked items are then set to exactly zero. A fully
-    masked row therefore gives all-zero weights instead of NaN.
-
-    Shapes: ``scores`` (..., N) and ``mask`` broadcastable to it -> weights of ``scores``' shape.
-    """
-    if mask is None:
-        return torch.softmax(scores, dim=dim)
-    if mask.dtype != torch.bool:
-        raise TypeError(f"mask must be a torch.bool tensor (True = may attend), got {mask.dtype}")
-    filled = scores.masked_fill(~mask, torch.finfo(scores.dtype).min)
-    return torch.softmax(filled, dim=dim).masked_fill(~mask, 0.0)
 
 
 def lookup_scores(query: torch.Tensor, keys: torch.Tensor,

@@ -203,5 +203,10 @@ def sequence_loss(logits: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
 
 
 def translation_loss(model: nn.Module, batch) -> torch.Tensor:
-    """``loss_fn`` for :func:`course_lib.training.fit` on TranslationBatch batches."""
-    return sequence_loss(model(batch.src, batch.src_lengths, batch.tgt_in), batch.tgt_out)
+    """``loss_fn`` for :func:`course_lib.training.fit` on TranslationBatch batches.
+
+    Works for models that return logits and for attention models that return (logits, weights).
+    """
+    output = model(batch.src, batch.src_lengths, batch.tgt_in)
+    logits = output[0] if isinstance(output, tuple) else output
+    return sequence_loss(logits, batch.tgt_out)

@@ -10,15 +10,41 @@ from dataclasses import dataclass
 import torch
 from torch import nn
 
+from course_lib.attention import AdditiveScore, ConcatScore, DotScore, GeneralScore
+from course_lib.attention_seq2seq import (
+    AttentionSeq2Seq,
+    AttentionSeq2SeqConfig,
+    BahdanauDecoder,
+    LuongDecoder,
+)
 from course_lib.seq2seq import Decoder, Encoder, ScratchRNNCell, Seq2Seq, Seq2SeqConfig
 from course_lib.toy import ToyClassifier, ToyConfig
 
 SEQ = Seq2SeqConfig(12, 14, embed_dim=6, hidden_size=8)
 SEQ_LSTM_BI = Seq2SeqConfig(12, 14, embed_dim=6, hidden_size=8, cell="lstm", bidirectional=True)
+BAHDANAU = AttentionSeq2SeqConfig(12, 14, embed_dim=6, hidden_size=8)
+LUONG_LOCAL_P = AttentionSeq2SeqConfig(12, 14, embed_dim=6, hidden_size=8, cell="lstm",
+                                       attention="luong", score="general", local="p", window=2)
 
 
 def tokens(device, shape, high):
     return torch.randint(4, high, shape).to(device)
+
+
+def score_inputs(device, query_size=6, key_size=6):
+    """A query for every one of 3 target steps and 5 keys: (2, 3, D_q) and (2, 5, D_k)."""
+    return torch.randn(2, 3, query_size, device=device), torch.randn(2, 5, key_size, device=device)
+
+
+class Scored(nn.Module):
+    """Wraps a score module so that forward takes raw keys: ``score(query, keys)``."""
+
+    def __init__(self, score: nn.Module) -> None:
+        super().__init__()
+        self.inner = score
+
+    def forward(self, query, keys):
+        return self.inner.score(query, keys)
 
 
 @dataclass
@@ -38,5 +64,19 @@ ZOO = [
     ZooEntry(Decoder, lambda: Decoder(SEQ),
              lambda device: (tokens(device, (2, 4), 14), torch.randn(2, 8, device=device))),
     ZooEntry(Seq2Seq, lambda: Seq2Seq(SEQ),
+             lambda device: (tokens(device, (2, 5), 12), None, tokens(device, (2, 4), 14))),
+    ZooEntry(DotScore, lambda: Scored(DotScore(6)), score_inputs),
+    ZooEntry(GeneralScore, lambda: Scored(GeneralScore(6, 4)),
+             lambda device: score_inputs(device, 6, 4)),
+    ZooEntry(AdditiveScore, lambda: Scored(AdditiveScore(6, 4, 5)),
+             lambda device: score_inputs(device, 6, 4)),
+    ZooEntry(ConcatScore, lambda: Scored(ConcatScore(6, 4, 5)),
+             lambda device: score_inputs(device, 6, 4)),
+    ZooEntry(AttentionSeq2Seq, lambda: AttentionSeq2Seq(BAHDANAU),
+             lambda device: (tokens(device, (2, 5), 12), None, tokens(device, (2, 4), 14))),
+    # A decoder runs one step at a time inside its model: each is covered through a model.
+    ZooEntry(BahdanauDecoder, lambda: AttentionSeq2Seq(BAHDANAU),
+             lambda device: (tokens(device, (2, 5), 12), None, tokens(device, (2, 4), 14))),
+    ZooEntry(LuongDecoder, lambda: AttentionSeq2Seq(LUONG_LOCAL_P),
              lambda device: (tokens(device, (2, 5), 12), None, tokens(device, (2, 4), 14))),
 ]

@@ -3,6 +3,7 @@ import math
 import pytest
 import torch
 
+from course_lib.attention import masked_softmax
 from course_lib.lookup import (
     RELATIONS,
     answer_questions,
@@ -19,7 +20,6 @@ from course_lib.lookup import (
     make_document,
     make_lookup_task,
     make_regression_data,
-    masked_softmax,
     nadaraya_watson,
     random_rotation,
     regression_function,
@@ -39,30 +39,6 @@ def random_set(batch=4, items=6, dim=5, value_dim=3, seed=0):
 
 
 # --- masked softmax and soft attention -----------------------------------------------------------
-
-
-@pytest.mark.parametrize("dtype", [torch.float32, torch.float16, torch.bfloat16])
-def test_masked_softmax_rows_sum_to_one_masked_items_are_zero_and_no_nan(dtype):
-    g = make_generator(1)
-    scores = (10 * torch.randn(5, 7, generator=g)).to(dtype)
-    mask = torch.rand(5, 7, generator=g) > 0.5
-    mask[0] = False  # a fully masked row
-    mask[1] = True  # nothing masked
-    mask[2:, 0] = True
-    weights = masked_softmax(scores, mask)
-    assert weights.dtype == dtype and not torch.isnan(weights).any()
-    assert (weights[~mask] == 0).all()  # exactly zero, not just small
-    assert (weights[0] == 0).all()  # fully masked: zero weights instead of NaN
-    torch.testing.assert_close(weights[1:].float().sum(dim=-1), torch.ones(4),
-                               atol=1e-2 if dtype != torch.float32 else 1e-6, rtol=0)
-    allowed = weights[2:][mask[2:]].float()
-    expected = torch.cat([scores[r][mask[r]].float().softmax(-1) for r in range(2, 5)])
-    torch.testing.assert_close(allowed, expected, atol=1e-2, rtol=1e-2)
-
-
-def test_masked_softmax_rejects_a_non_boolean_mask():
-    with pytest.raises(TypeError, match="torch.bool"):
-        masked_softmax(torch.zeros(2, 3), torch.ones(2, 3))
 
 
 def test_soft_attention_matches_a_hand_computed_example():
