@@ -4,7 +4,7 @@
     course clean-notebooks [PATH] strip outputs and stray metadata from committed notebooks
     course assign [LESSON ...]    regenerate exercises/ from solutions/ (nbgrader)
     course grade SUBMISSIONS      autograde submissions into a gradebook CSV and feedback HTML
-    course reproduce bottleneck   retrain the no-attention model, write results/bottleneck-*.json
+    course reproduce bottleneck   retrain every translator, write results/bottleneck.json
 """
 
 from __future__ import annotations
@@ -34,8 +34,9 @@ def build_parser() -> argparse.ArgumentParser:
                        help="run submissions without a sandbox when bubblewrap is missing")
     reproduce = commands.add_parser("reproduce", help="retrain and measure a headline result")
     reproduce.add_argument("experiment", choices=["bottleneck"])
-    reproduce.add_argument("--model", default="none", choices=["none"],
-                           help="which model to train (attention models come with lesson 04)")
+    reproduce.add_argument("--model", default=None,
+                           help="train only this model: none, bahdanau, luong-dot, luong-general, "
+                                "luong-concat or luong-local (default: all of them)")
     reproduce.add_argument("--seed", type=int, default=0, help="data and initialisation seed")
     reproduce.add_argument("--out-dir", default=None, help="where to write (default: results/)")
     return parser

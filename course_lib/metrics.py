@@ -1,4 +1,4 @@
-"""Evaluation metrics. (BLEU arrives with the translation lessons.)"""
+"""Evaluation metrics: accuracy, BLEU (overall and by source length), alignment accuracy."""
 
 from __future__ import annotations
 
@@ -54,3 +54,31 @@ def bleu_by_length(hypotheses: list[str], references: list[str], source_lengths:
             bleu([hypotheses[i] for i in chosen], [references[i] for i in chosen])
             if chosen else None)
     return scores
+
+
+def alignment_accuracy(weights: list[torch.Tensor], alignments: list[list],
+                       shift: int = 0) -> float:
+    """Share of gold-aligned content words whose attention lands on their source word.
+
+    For every gold link ``[english positions, french positions]`` of every pair, take the
+    decoder step that emits the word's first French token, t = french[0], and count a hit when
+    ``argmax_j weights[t, j]`` is one of the English positions. ``shift`` moves every gold
+    English position by that many tokens: a control that should score near zero.
+
+    Shapes: one (T, S) matrix per pair (rows: target steps, columns: source tokens).
+    """
+    if len(weights) != len(alignments):
+        raise ValueError(f"{len(weights)} attention maps but {len(alignments)} alignments")
+    hits = total = 0
+    for matrix, links in zip(weights, alignments, strict=True):
+        if matrix.dim() != 2:
+            raise ValueError(f"expected one (T, S) matrix per pair, got {tuple(matrix.shape)}")
+        for english, french in links:
+            if french[0] >= matrix.shape[0] or max(english) >= matrix.shape[1]:
+                raise ValueError(f"gold link {english} -> {french} lies outside an attention "
+                                 f"map of shape {tuple(matrix.shape)}")
+            total += 1
+            hits += int(matrix[french[0]].argmax()) - shift in english
+    if total == 0:
+        raise ValueError("no gold links to score")
+    return hits / total

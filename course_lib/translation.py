@@ -8,10 +8,11 @@ from dataclasses import dataclass
 import torch
 from torch import nn
 
+from course_lib.attention_seq2seq import AttentionSeq2Seq, AttentionSeq2SeqConfig
 from course_lib.data.batching import BatchIterator
 from course_lib.data.corpus import Corpus, word_count
 from course_lib.data.vocab import Vocab
-from course_lib.metrics import bleu, bleu_by_length
+from course_lib.metrics import alignment_accuracy, bleu, bleu_by_length
 from course_lib.seq2seq import Seq2Seq, Seq2SeqConfig, translation_loss
 from course_lib.training import History, fit
 
@@ -82,3 +83,67 @@ def evaluate_translator(model: nn.Module, pairs: list[dict], vocabs: Vocabs) -> 
 def no_attention_model(vocabs: Vocabs, hidden_size: int = 256, embed_dim: int = 128) -> Seq2Seq:
     return Seq2Seq(Seq2SeqConfig(len(vocabs.src), len(vocabs.tgt), embed_dim=embed_dim,
                                  hidden_size=hidden_size, context="both"))
+
+
+# The attention models of lessons 04-05 by name. "luong-local" is Luong et al.'s best
+# single model: the general score with a predictive (local-p) window of half-width D = 10.
+ATTENTION_MODELS = {
+    "bahdanau": dict(attention="bahdanau", score="additive"),
+    "luong-dot": dict(attention="luong", score="dot"),
+    "luong-general": dict(attention="luong", score="general"),
+    "luong-concat": dict(attention="luong", score="concat"),
+    "luong-local": dict(attention="luong", score="general", local="p", window=10),
+}
+TRANSLATORS = ("none", *ATTENTION_MODELS)
+
+
+def translator_class(name: str) -> type[nn.Module]:
+    if name not in TRANSLATORS:
+        raise ValueError(f"unknown model {name!r}; available: {', '.join(TRANSLATORS)}")
+    return Seq2Seq if name == "none" else AttentionSeq2Seq
+
+
+def build_translator(name: str, vocabs: Vocabs, hidden_size: int = 256,
+                     embed_dim: int = 128) -> nn.Module:
+    """A fresh model by name: ``"none"`` (no attention) or one of :data:`ATTENTION_MODELS`.
+
+    Attention models get a bidirectional encoder with ``hidden_size / 2`` units per direction,
+    so that annotations and decoder states both have ``hidden_size`` numbers.
+    """
+    if translator_class(name) is Seq2Seq:
+        return no_attention_model(vocabs, hidden_size, embed_dim)
+    return AttentionSeq2Seq(AttentionSeq2SeqConfig(
+        len(vocabs.src), len(vocabs.tgt), embed_dim=embed_dim, hidden_size=hidden_size,
+        **ATTENTION_MODELS[name]))
+
+
+@torch.no_grad()
+def reference_attention(model: nn.Module, pairs: list[dict], vocabs: Vocabs,
+                        batch_size: int = 256) -> list[torch.Tensor]:
+    """Attention weights while the model reads each reference translation (teacher forcing).
+
+    Row t of a pair's matrix is the attention used to emit French token t (the last row is for
+    EOS); column j is English token j (the last column is the source EOS). Forced decoding
+    scores alignments on the gold target, so a wrong word early on does not shift the rest.
+
+    Returns one CPU tensor per pair, in order, of shape (len(fr) + 1, len(en) + 1).
+    """
+    model.eval()
+    device = next(model.parameters()).device
+    maps: list[torch.Tensor] = [torch.empty(0)] * len(pairs)
+    for batch in BatchIterator(pairs, vocabs.src, vocabs.tgt, batch_size, shuffle=False):
+        output = model(batch.src.to(device), batch.src_lengths.to(device),
+                       batch.tgt_in.to(device))
+        if not isinstance(output, tuple):
+            raise TypeError(f"{type(model).__name__} returns no attention weights")
+        weights = output[1].float().cpu()  # (B, T, S)
+        target_lengths = (batch.tgt_out != 0).sum(dim=1)  # (B,)
+        for row, index in enumerate(batch.index):
+            maps[index] = weights[row, :target_lengths[row], :batch.src_lengths[row]]
+    return maps
+
+
+def evaluate_alignment(model: nn.Module, pairs: list[dict], vocabs: Vocabs) -> float:
+    """Share of gold-aligned content words whose attention argmax is on their English word."""
+    return alignment_accuracy(reference_attention(model, pairs, vocabs),
+                              [p["align"] for p in pairs])
