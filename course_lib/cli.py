@@ -36,7 +36,8 @@ def build_parser() -> argparse.ArgumentParser:
     reproduce.add_argument("experiment", choices=["bottleneck"])
     reproduce.add_argument("--model", default=None,
                            help="train only this model: none, bahdanau, luong-dot, luong-general, "
-                                "luong-concat or luong-local (default: all of them)")
+                                "luong-concat, luong-local, luong-local-m or "
+                                "luong-general-no-feeding (default: the first six)")
     reproduce.add_argument("--seed", type=int, default=0, help="data and initialisation seed")
     reproduce.add_argument("--out-dir", default=None, help="where to write (default: results/)")
     return parser

@@ -29,6 +29,7 @@ from course_lib.seeding import seed_everything
 from course_lib.syllabus import COURSE_ROOT
 from course_lib.training import History
 from course_lib.translation import (
+    HEADLINE_MODELS,
     TRANSLATORS,
     TrainSettings,
     Vocabs,
@@ -40,7 +41,7 @@ from course_lib.translation import (
     translator_class,
 )
 
-BOTTLENECK_MODELS = TRANSLATORS
+BOTTLENECK_MODELS = HEADLINE_MODELS
 DEFAULT_SEED = 0
 MODEL_CACHE = COURSE_ROOT / ".cache" / "models"
 
@@ -169,10 +170,10 @@ def reproduce_bottleneck(models: str | tuple[str, ...] | list[str] = BOTTLENECK_
     a single model given by name, or ``bottleneck.json`` and ``bottleneck.png`` for several.
     """
     names = (models,) if isinstance(models, str) else tuple(models)
-    unknown = [n for n in names if n not in BOTTLENECK_MODELS]
+    unknown = [n for n in names if n not in TRANSLATORS]
     if unknown or not names:
         raise ValueError(f"unknown model {unknown[0] if unknown else None!r}; available: "
-                         f"{', '.join(BOTTLENECK_MODELS)}")
+                         f"{', '.join(TRANSLATORS)}")
     settings = settings or BottleneckSettings.for_profile(seed)
     corpus = load_corpus(CorpusConfig(size=settings.corpus_size, seed=seed))
     vocabs = build_vocabs(corpus)
@@ -247,9 +248,9 @@ def results_table(result: dict) -> str:
 
 
 def reproduce_cli(args) -> int:
-    if args.model is not None and args.model not in BOTTLENECK_MODELS:
+    if args.model is not None and args.model not in TRANSLATORS:
         print(f"course reproduce: unknown model {args.model!r}; available: "
-              f"{', '.join(BOTTLENECK_MODELS)}", file=sys.stderr)
+              f"{', '.join(TRANSLATORS)}", file=sys.stderr)
         return 2
     out_dir = Path(args.out_dir) if args.out_dir else COURSE_ROOT / "results"
     models = args.model if args.model else BOTTLENECK_MODELS

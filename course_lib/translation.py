@@ -87,14 +87,20 @@ def no_attention_model(vocabs: Vocabs, hidden_size: int = 256, embed_dim: int = 
 
 # The attention models of lessons 04-05 by name. "luong-local" is Luong et al.'s best
 # single model: the general score with a predictive (local-p) window of half-width D = 10.
+# The last two are lesson 05's ablations: a monotonic window (local-m) and no input feeding.
 ATTENTION_MODELS = {
     "bahdanau": dict(attention="bahdanau", score="additive"),
     "luong-dot": dict(attention="luong", score="dot"),
     "luong-general": dict(attention="luong", score="general"),
     "luong-concat": dict(attention="luong", score="concat"),
     "luong-local": dict(attention="luong", score="general", local="p", window=10),
+    "luong-local-m": dict(attention="luong", score="general", local="m", window=10),
+    "luong-general-no-feeding": dict(attention="luong", score="general", input_feeding=False),
 }
 TRANSLATORS = ("none", *ATTENTION_MODELS)
+# What `course reproduce bottleneck` trains by default: the models of the headline figure.
+HEADLINE_MODELS = ("none", "bahdanau", "luong-dot", "luong-general", "luong-concat",
+                   "luong-local")
 
 
 def translator_class(name: str) -> type[nn.Module]:

@@ -17,6 +17,7 @@ from course_lib.attention_seq2seq import (
     BahdanauDecoder,
     LuongDecoder,
 )
+from course_lib.hard_attention import HardAttentionConfig, PointerNet
 from course_lib.seq2seq import Decoder, Encoder, ScratchRNNCell, Seq2Seq, Seq2SeqConfig
 from course_lib.toy import ToyClassifier, ToyConfig
 
@@ -74,6 +75,9 @@ ZOO = [
              lambda device: score_inputs(device, 6, 4)),
     ZooEntry(AttentionSeq2Seq, lambda: AttentionSeq2Seq(BAHDANAU),
              lambda device: (tokens(device, (2, 5), 12), None, tokens(device, (2, 4), 14))),
+    ZooEntry(PointerNet, lambda: PointerNet(HardAttentionConfig(dim=4, n_classes=6)),
+             lambda device: (torch.randn(3, 4, device=device), torch.randn(3, 5, 4, device=device),
+                             tokens(device, (3, 5), 6) - 4)),
     # A decoder runs one step at a time inside its model: each is covered through a model.
     ZooEntry(BahdanauDecoder, lambda: AttentionSeq2Seq(BAHDANAU),
              lambda device: (tokens(device, (2, 5), 12), None, tokens(device, (2, 4), 14))),

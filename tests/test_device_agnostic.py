@@ -114,5 +114,6 @@ def test_forward_on_cuda_matches_cpu(entry):
     inputs = entry.inputs(torch.device("cpu"))
     expected = model(*inputs)
     got = model.to("cuda")(*(x.to("cuda") for x in inputs))
-    got = tuple(t.cpu() for t in got) if isinstance(got, tuple) else got.cpu()
+    got = tuple(None if t is None else t.cpu() for t in got) if isinstance(got, tuple) \
+        else got.cpu()
     torch.testing.assert_close(got, expected, rtol=1e-4, atol=1e-4)
