@@ -1,4 +1,4 @@
-"""Hard attention: sampling, REINFORCE, straight-through Gumbel-softmax (course_lib.hard_attention)."""
+"""Hard attention: sampling, REINFORCE, straight-through Gumbel (course_lib.hard_attention)."""
 
 import math
 
@@ -12,6 +12,7 @@ from course_lib.hard_attention import (
     estimator_statistics,
     expected_loss,
     gradient_samples,
+    gumbel_noise,
     pointer_accuracy,
     pointer_loss,
     pointer_task,
@@ -65,7 +66,6 @@ def test_straight_through_gumbel_is_one_hot_forward_and_soft_backward():
     upstream = torch.randn(5, 7, generator=make_generator(3))
     (grad_st,) = torch.autograd.grad((weights * upstream).sum(), scores)
     # The same noise through the plain relaxation softmax((e + g) / τ) gives the same gradient.
-    from course_lib.hard_attention import gumbel_noise
     noise = gumbel_noise(scores.shape, make_generator(2), like=scores)
     relaxed = torch.softmax((scores + noise).masked_fill(~mask, torch.finfo(torch.float32).min)
                             / 0.5, -1)
