@@ -102,7 +102,7 @@ def test_bahdanau_attention_learns_the_gold_alignment():
     model = build_translator("bahdanau", vocabs, hidden_size=32, embed_dim=16)
     optimizer = torch.optim.Adam(model.parameters(), lr=3e-3)
     batches = BatchIterator(train, vocabs.src, vocabs.tgt, batch_size=32, seed=0)
-    for _ in range(4):
+    for _ in range(10):
         for batch in batches:
             model.train()
             loss = translation_loss(model, batch)

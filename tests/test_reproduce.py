@@ -1,4 +1,5 @@
-"""`course reproduce bottleneck`: the command, its JSON, and (full profile only) its targets."""
+"""`course reproduce bottleneck`: the command, its JSON and plot, the checkpoint cache, and (full
+profile only, `make test-full`) the headline targets."""
 
 import json
 import os
@@ -7,37 +8,99 @@ import sys
 
 import pytest
 
-from course_lib.reproduce import reproduce_bottleneck
+from course_lib.reproduce import (
+    BOTTLENECK_MODELS,
+    BottleneckSettings,
+    checkpoint_path,
+    reproduce_bottleneck,
+)
+
+BUCKETS = ["1-10", "11-20", "21-30", "31+"]
+ENTRY_KEYS = {"bleu", "bleu_by_length", "alignment_accuracy", "params", "wall_s", "epochs"}
 
 
-def test_command_writes_the_promised_json(tmp_path):
-    done = subprocess.run(
-        [sys.executable, "-m", "course_lib", "reproduce", "bottleneck", "--model", "none",
-         "--seed", "3", "--out-dir", str(tmp_path)],
+def course(*args, tmp_path):
+    return subprocess.run(
+        [sys.executable, "-m", "course_lib", "reproduce", "bottleneck", *args,
+         "--out-dir", str(tmp_path)],
         capture_output=True, text=True, timeout=600,
         env={**os.environ, "COURSE_PROFILE": "fast", "COURSE_DEVICE": "cpu"})
+
+
+def test_command_writes_the_promised_json_for_one_model(tmp_path):
+    done = course("--model", "bahdanau", "--seed", "3", tmp_path=tmp_path)
     assert done.returncode == 0, done.stderr
-    result = json.loads((tmp_path / "bottleneck-none.json").read_text())
-    entry = result["models"]["none"]
-    assert set(entry) >= {"bleu", "bleu_by_length", "alignment_accuracy", "params", "wall_s"}
-    assert list(entry["bleu_by_length"]) == ["1-10", "11-20", "21-30", "31+"]
-    assert entry["alignment_accuracy"] is None and entry["params"] > 0
+    result = json.loads((tmp_path / "bottleneck-bahdanau.json").read_text())
+    entry = result["models"]["bahdanau"]
+    assert set(entry) >= ENTRY_KEYS and list(entry["bleu_by_length"]) == BUCKETS
+    assert 0 <= entry["alignment_accuracy"] <= 1 and entry["params"] > 0
     assert 0 <= entry["bleu"] <= 100 and result["seed"] == 3
-    assert "BLEU" in done.stdout
+    assert "| bahdanau |" in done.stdout  # the results table
 
 
-def test_unknown_model_is_refused():
-    with pytest.raises(ValueError, match="unknown model 'bahdanau'; available: none"):
-        reproduce_bottleneck("bahdanau")
+def test_every_model_in_one_json_and_one_plot(tmp_path):
+    run = reproduce_bottleneck(seed=1, out_dir=tmp_path, progress=False,
+                               cache_dir=tmp_path / "cache")
+    result = json.loads((tmp_path / "bottleneck.json").read_text())
+    assert list(result["models"]) == list(BOTTLENECK_MODELS) == [
+        "none", "bahdanau", "luong-dot", "luong-general", "luong-concat", "luong-local"]
+    for name, entry in result["models"].items():
+        assert set(entry) >= ENTRY_KEYS, name
+        assert (entry["alignment_accuracy"] is None) == (name == "none"), name
+    assert (tmp_path / "bottleneck.png").stat().st_size > 10_000
+    assert result == run.result and "| luong-local |" in run.table()
+    # Every model was saved; reuse loads it instead of training again, with the same numbers.
+    settings = BottleneckSettings.for_profile(1)
+    for name in BOTTLENECK_MODELS:
+        assert checkpoint_path(name, run.corpus, settings, tmp_path / "cache").is_file()
+    again = reproduce_bottleneck(["bahdanau"], seed=1, progress=False, reuse=True,
+                                 cache_dir=tmp_path / "cache")
+    assert again.result["models"]["bahdanau"] == result["models"]["bahdanau"]
+    assert len(again.history) == result["models"]["bahdanau"]["epochs"]
+
+
+def test_unknown_model_is_refused(tmp_path):
+    with pytest.raises(ValueError, match="unknown model 'transformer'; available: none, "):
+        reproduce_bottleneck("transformer")
+    done = course("--model", "transformer", tmp_path=tmp_path)
+    assert done.returncode == 2 and "unknown model 'transformer'" in done.stderr
+
+
+@pytest.fixture(scope="module", params=[0, 1], ids=lambda seed: f"seed{seed}")
+def headline(request, tmp_path_factory):
+    """Every model, full profile, 5 minutes each (about 35 minutes per seed)."""
+    os.environ["COURSE_PROFILE"] = "full"
+    try:
+        return reproduce_bottleneck(seed=request.param, progress=False,
+                                    cache_dir=None).result["models"]
+    finally:
+        del os.environ["COURSE_PROFILE"]
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("seed", [0, 1])
-def test_no_attention_bleu_falls_with_length(seed, monkeypatch):
-    """The headline of lesson 03, with the full 5-minute budget (run by `make test-full`)."""
-    monkeypatch.setenv("COURSE_PROFILE", "full")
-    entry = reproduce_bottleneck("none", seed=seed, progress=False).result["models"]["none"]
-    short, long = entry["bleu_by_length"]["1-10"], entry["bleu_by_length"]["31+"]
-    assert short >= 85, entry
-    assert long <= 0.5 * short, entry
-    assert entry["wall_s"] <= 330
+def test_no_attention_bleu_falls_with_length(headline):
+    none = headline["none"]
+    short, long = none["bleu_by_length"]["1-10"], none["bleu_by_length"]["31+"]
+    assert short >= 85 and long <= 0.5 * short, none
+    assert none["wall_s"] <= 330
+
+
+@pytest.mark.slow
+def test_bahdanau_holds_up_with_length(headline):
+    bahdanau, none = headline["bahdanau"], headline["none"]
+    long = bahdanau["bleu_by_length"]["31+"]
+    assert bahdanau["bleu"] >= 95, bahdanau
+    assert long >= 0.95 * bahdanau["bleu_by_length"]["1-10"], bahdanau
+    assert long >= 2.5 * none["bleu_by_length"]["31+"], (bahdanau, none)
+
+
+@pytest.mark.slow
+def test_attention_lands_on_the_aligned_word(headline):
+    for name in ("bahdanau", "luong-general"):
+        assert headline[name]["alignment_accuracy"] >= 0.90, (name, headline[name])
+
+
+@pytest.mark.slow
+def test_every_luong_variant_beats_no_attention(headline):
+    for name in ("luong-dot", "luong-general", "luong-concat", "luong-local"):
+        assert headline[name]["bleu"] > headline["none"]["bleu"], (name, headline[name])
