@@ -26,6 +26,10 @@ from torch import nn
 from course_lib.seeding import make_generator
 
 ESTIMATORS = ("soft", "reinforce", "gumbel")
+# More classes than items: with as many classes as items every label is in every row, and a
+# near-uniform policy can settle on "answer anything but the label read", a trap that soft,
+# Gumbel and REINFORCE all fell into for some seeds (lesson 06 shows it).
+DEFAULT_CLASSES = 16
 
 
 # ---------------------------------------------------------------------------------------------
@@ -51,7 +55,7 @@ class PointerTask:
                            self.target_index[index], self.target[index])
 
 
-def pointer_task(n: int = 512, n_items: int = 8, dim: int = 16, n_classes: int = 8,
+def pointer_task(n: int = 512, n_items: int = 8, dim: int = 16, n_classes: int = DEFAULT_CLASSES,
                  noise: float = 0.3, seed: int | torch.Generator = 0) -> PointerTask:
     """``n`` lookups: the query is ``k_target + noise · ε`` and the answer the target's label."""
     if n < 1 or n_items < 2 or dim < 1 or noise < 0:
@@ -132,7 +136,7 @@ def sample_item(scores: torch.Tensor, generator: torch.Generator | None = None
 @dataclass
 class HardAttentionConfig:
     dim: int = 16
-    n_classes: int = 8
+    n_classes: int = DEFAULT_CLASSES
     value_dim: int = 16
     estimator: str = "soft"
     temperature: float = 1.0  # of the Gumbel-softmax relaxation
@@ -277,7 +281,7 @@ def train_pointer(estimator: str, steps: int = 400, batch_size: int = 64, lr: fl
     torch.manual_seed(seed)
     probe = pointer_task(n=1, seed=seed, **task_kwargs)
     model = PointerNet(HardAttentionConfig(dim=probe.query.shape[1],
-                                           n_classes=task_kwargs.get("n_classes", 8),
+                                           n_classes=task_kwargs.get("n_classes", DEFAULT_CLASSES),
                                            estimator=estimator)).to(device)
     optimizer = torch.optim.Adam(model.parameters(), lr=lr)
     baseline = MovingAverageBaseline() if use_baseline else None

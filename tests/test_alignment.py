@@ -7,7 +7,7 @@ import torch
 
 from course_lib.data.batching import BatchIterator
 from course_lib.data.corpus import CorpusConfig, generate_pairs
-from course_lib.metrics import alignment_accuracy
+from course_lib.metrics import alignment_accuracy, gold_cells
 from course_lib.seeding import seed_everything
 from course_lib.seq2seq import translation_loss
 from course_lib.translation import (
@@ -28,6 +28,12 @@ def test_alignment_accuracy_counts_argmax_hits_on_the_first_french_token():
         == pytest.approx(4 / 5)  # every link of the flipped map hits, (2 -> 1) of eye misses
     two_token_word = [[[1], [1, 2]]]  # only the step of the first French token counts
     assert alignment_accuracy([eye], [two_token_word]) == 1.0
+
+
+def test_gold_cells_are_the_map_cells_of_every_link():
+    links = [[[0], [1]], [[2], [0, 2]], [[3, 4], [3]]]  # "pomme de terre" style: 1 -> 2 tokens
+    assert gold_cells(links) == [(1, 0), (0, 2), (2, 2), (3, 3), (3, 4)]
+    assert gold_cells([]) == []
 
 
 def test_shifted_control_scores_zero_on_a_perfect_map():
