@@ -7,7 +7,7 @@ Attention at one decoder step compares a query ``s`` (the decoder state) with ev
 
 Score functions (Bahdanau et al., 2015; Luong et al., 2015):
 
-- additive   e_j = vᵀ tanh(W s + U h_j)
+- additive   e_j = vᵀ tanh(W s + U h_j + b)
 - dot        e_j = sᵀ h_j
 - general    e_j = sᵀ W h_j
 - concat     e_j = vᵀ tanh(W_a [s; h_j])  (the additive score with W_a = [W U]; Luong's form)
@@ -139,7 +139,8 @@ class GeneralScore(AttentionScore):
 
 
 class AdditiveScore(AttentionScore):
-    """Bahdanau's additive score ``e_j = vᵀ tanh(W s + U h_j)``; ``prepare`` computes ``U h_j``.
+    """Bahdanau's additive score ``e_j = vᵀ tanh(W s + U h_j + b)``; ``prepare`` computes
+    ``U h_j + b`` (``b`` is the bias of the ``U`` layer).
 
     Shapes: ``W`` (A, D_q), ``U`` (A, D_k), ``v`` (A,), with A = ``attention_size``.
     """
