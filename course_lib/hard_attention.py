@@ -129,6 +129,27 @@ def sample_item(scores: torch.Tensor, generator: torch.Generator | None = None
     return index, log_prob
 
 
+def attention_weights(scores: torch.Tensor, estimator: str, temperature: float = 1.0,
+                      generator: torch.Generator | None = None
+                      ) -> tuple[torch.Tensor, torch.Tensor | None]:
+    """The weights one estimator reads with, and ``log a_i`` of the sampled item (REINFORCE).
+
+    ``"soft"``: ``softmax(e)``; ``"gumbel"``: straight-through Gumbel-softmax; ``"reinforce"``:
+    a one-hot sample ``i ~ softmax(e)``; ``"argmax"``: one-hot ``argmax_i e_i`` (evaluation).
+    Shapes: ``scores`` (B, N) -> weights (B, N), log-probability (B,) or None.
+    """
+    if estimator == "soft":
+        return torch.softmax(scores, dim=-1), None
+    if estimator == "argmax":
+        return torch.zeros_like(scores).scatter(-1, scores.argmax(-1, keepdim=True), 1.0), None
+    if estimator == "gumbel":
+        return straight_through_gumbel(scores, temperature, generator), None
+    if estimator == "reinforce":
+        index, log_prob = sample_item(scores, generator)
+        return torch.zeros_like(scores).scatter(-1, index.unsqueeze(-1), 1.0), log_prob
+    raise ValueError(f"estimator must be one of {ESTIMATORS} or 'argmax', got {estimator!r}")
+
+
 # ---------------------------------------------------------------------------------------------
 # The model
 
@@ -187,16 +208,11 @@ class PointerNet(nn.Module):
                 generator: torch.Generator | None = None) -> PointerOutput:
         scores = self.scores(query, keys)  # (B, N)
         values = self.values(labels)  # (B, N, V)
-        estimator, log_prob = self.config.estimator, None
-        if estimator == "soft":
-            weights = torch.softmax(scores, dim=-1)
-        elif not self.training:
-            weights = torch.zeros_like(scores).scatter(-1, scores.argmax(-1, keepdim=True), 1.0)
-        elif estimator == "gumbel":
-            weights = straight_through_gumbel(scores, self.config.temperature, generator)
-        else:
-            index, log_prob = sample_item(scores, generator)
-            weights = torch.zeros_like(scores).scatter(-1, index.unsqueeze(-1), 1.0)
+        estimator = self.config.estimator
+        if estimator != "soft" and not self.training:
+            estimator = "argmax"  # hard estimators evaluate with their best pick
+        weights, log_prob = attention_weights(scores, estimator, self.config.temperature,
+                                              generator)
         context = (weights.unsqueeze(1) @ values).squeeze(1)  # (B, 1, N) @ (B, N, V) -> (B, V)
         return PointerOutput(self.out(context), weights, log_prob)
 
@@ -336,13 +352,7 @@ def gradient_samples(model: PointerNet, task: PointerTask, estimator: str, n_sam
     for _ in range(n_samples):
         scores = model.scores(task.query, task.keys)  # (B, N)
         values = model.values(task.labels)  # (B, N, V)
-        if estimator == "soft":
-            weights, log_prob = torch.softmax(scores, -1), None
-        elif estimator == "gumbel":
-            weights, log_prob = straight_through_gumbel(scores, temperature, generator), None
-        else:
-            index, log_prob = sample_item(scores, generator)
-            weights = torch.zeros_like(scores).scatter(-1, index.unsqueeze(-1), 1.0)
+        weights, log_prob = attention_weights(scores, estimator, temperature, generator)
         logits = model.out((weights.unsqueeze(1) @ values).squeeze(1))  # (B, C)
         losses = nn.functional.cross_entropy(logits, task.target, reduction="none")
         loss = losses.mean() if log_prob is None else \
