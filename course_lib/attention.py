@@ -8,8 +8,8 @@ Attention at one decoder step compares a query ``s`` (the decoder state) with ev
 Score functions (Bahdanau et al., 2015; Luong et al., 2015):
 
 - additive   e_j = vᵀ tanh(W s + U h_j + b)
-- dot        e_j = sᵀ h_j
-- general    e_j = sᵀ W h_j
+- dot        e_j = sᵀ h_j          (optionally divided by √D_q: ``scaled=True``)
+- general    e_j = sᵀ W h_j        (likewise)
 - concat     e_j = vᵀ tanh(W_a [s; h_j])  (the additive score with W_a = [W U]; Luong's form)
 
 Every score module splits its work in two: ``prepare(keys)`` does the key-side part once per
@@ -103,39 +103,45 @@ class AttentionScore(nn.Module):
 
 
 class DotScore(AttentionScore):
-    """Luong's dot score ``e_j = sᵀ h_j``; no parameters, so D_q must equal D_k."""
+    """Luong's dot score ``e_j = sᵀ h_j``; no parameters, so D_q must equal D_k.
 
-    def __init__(self, query_size: int, key_size: int | None = None) -> None:
+    With ``scaled=True``, ``e_j = sᵀ h_j / √D_q`` (Vaswani et al., 2017): a sum of D_q products
+    of unit-variance numbers has variance D_q, and the factor brings it back to one, so the
+    softmax does not start out saturated.
+    """
+
+    def __init__(self, query_size: int, key_size: int | None = None,
+                 scaled: bool = False) -> None:
         super().__init__()
         key_size = query_size if key_size is None else key_size
         if key_size != query_size:
             raise ValueError(f"the dot score needs equal query and key sizes, got {query_size} "
                              f"and {key_size}")
         self.query_size = self.key_size = query_size
+        self.scaled = scaled
 
     def forward(self, query: torch.Tensor, prepared: torch.Tensor) -> torch.Tensor:
         _check_query(query, prepared, self.query_size)
-        return self._dot(query, prepared)
+        scores = self._dot(query, prepared)
+        return scores / self.query_size ** 0.5 if self.scaled else scores
 
 
-class GeneralScore(AttentionScore):
+class GeneralScore(DotScore):
     """Luong's general (bilinear) score ``e_j = sᵀ W h_j``; ``prepare`` computes ``W h_j`` once.
 
+    With ``scaled=True``, ``e_j = sᵀ W h_j / √D_q`` (see :class:`DotScore`).
     Shapes: ``W`` (D_q, D_k).
     """
 
-    def __init__(self, query_size: int, key_size: int) -> None:
-        super().__init__()
+    def __init__(self, query_size: int, key_size: int, scaled: bool = False) -> None:
+        AttentionScore.__init__(self)
         self.query_size, self.key_size = query_size, key_size
+        self.scaled = scaled
         self.W = nn.Linear(key_size, query_size, bias=False)
 
     def prepare(self, keys: torch.Tensor) -> torch.Tensor:
         _check_keys(keys, self.key_size)
         return self.W(keys)  # (B, S, D_q)
-
-    def forward(self, query: torch.Tensor, prepared: torch.Tensor) -> torch.Tensor:
-        _check_query(query, prepared, self.query_size)
-        return self._dot(query, prepared)
 
 
 class AdditiveScore(AttentionScore):
@@ -198,9 +204,19 @@ SCORES = {"additive": AdditiveScore, "dot": DotScore, "general": GeneralScore,
           "concat": ConcatScore}
 
 
-def make_score(name: str, query_size: int, key_size: int) -> AttentionScore:
+SCALABLE_SCORES = ("dot", "general")
+
+
+def make_score(name: str, query_size: int, key_size: int, scaled: bool = False
+               ) -> AttentionScore:
+    """A score module by name; ``scaled`` (divide by √D_q) exists for the dot and general scores."""
     if name not in SCORES:
         raise ValueError(f"score must be one of {sorted(SCORES)}, got {name!r}")
+    if scaled and name not in SCALABLE_SCORES:
+        raise ValueError(f"only the {' and '.join(SCALABLE_SCORES)} scores can be scaled, "
+                         f"got score={name!r} with scaled=True")
+    if name in SCALABLE_SCORES:
+        return SCORES[name](query_size, key_size, scaled=scaled)
     return SCORES[name](query_size, key_size)
 
 

@@ -14,6 +14,8 @@ Luong (the query is the *current* state; input feeding passes h̃_{t−1} on):
     c_t = Σ_j a_tj h_j,   h̃_t = tanh(W_c [c_t; h_t]),   p(y_t) = softmax(W_s h̃_t)
     local-m: window [t − D, t + D];  local-p: p_t = (S − 1)·sigmoid(v_pᵀ tanh(W_p h_t)), window
     [p_t − D, p_t + D] with Gaussian weighting (see :func:`course_lib.attention.local_attention`).
+    ``scaled=True`` divides dot and general scores by √H (not in Luong et al.; see
+    :data:`course_lib.translation.ATTENTION_MODELS` for why the course's Luong models use it).
 
 ``forward`` returns ``(logits, weights)``: the attention weights of every step, (B, T, S).
 """
@@ -25,7 +27,13 @@ from dataclasses import dataclass
 import torch
 from torch import nn
 
-from course_lib.attention import attention_context, local_attention, make_score, masked_softmax
+from course_lib.attention import (
+    SCALABLE_SCORES,
+    attention_context,
+    local_attention,
+    make_score,
+    masked_softmax,
+)
 from course_lib.data.vocab import BOS_ID, EOS_ID, PAD_ID
 from course_lib.seq2seq import CELLS, Encoder, Seq2SeqConfig
 
@@ -46,6 +54,7 @@ class AttentionSeq2SeqConfig:
     local: str | None = None
     window: int = 10
     input_feeding: bool = True
+    scaled: bool = False
     dropout: float = 0.0
 
     def __post_init__(self) -> None:
@@ -58,6 +67,9 @@ class AttentionSeq2SeqConfig:
                              f"got score={self.score!r}, local={self.local!r}")
         if self.attention == "luong" and self.score not in LUONG_SCORES:
             raise ValueError(f"Luong attention scores are {LUONG_SCORES}, got {self.score!r}")
+        if self.scaled and self.score not in SCALABLE_SCORES:
+            raise ValueError(f"scaled=True divides dot or general scores by sqrt(H); got "
+                             f"score={self.score!r}")
         if self.local not in LOCAL_MODES:
             raise ValueError(f"local must be None, 'm' or 'p', got {self.local!r}")
         if self.hidden_size < 2 or self.hidden_size % 2:
@@ -116,7 +128,7 @@ class LuongDecoder(nn.Module):
         super().__init__()
         hidden, embed = config.hidden_size, config.embed_dim
         self.config = config
-        self.score = make_score(config.score, hidden, hidden)
+        self.score = make_score(config.score, hidden, hidden, scaled=config.scaled)
         self.cell = _make_cell(config.cell, embed + (hidden if config.input_feeding else 0),
                                hidden)
         self.combine = nn.Linear(2 * hidden, hidden, bias=False)  # W_c

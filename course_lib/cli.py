@@ -5,6 +5,7 @@
     course assign [LESSON ...]    regenerate exercises/ from solutions/ (nbgrader)
     course grade SUBMISSIONS      autograde submissions into a gradebook CSV and feedback HTML
     course reproduce bottleneck   retrain every translator, write results/bottleneck.json
+    course reproduce captioning   retrain both captioners, write results/captioning.json
 """
 
 from __future__ import annotations
@@ -33,11 +34,13 @@ def build_parser() -> argparse.ArgumentParser:
     grade.add_argument("--unsafe", action="store_true",
                        help="run submissions without a sandbox when bubblewrap is missing")
     reproduce = commands.add_parser("reproduce", help="retrain and measure a headline result")
-    reproduce.add_argument("experiment", choices=["bottleneck"])
+    reproduce.add_argument("experiment", choices=["bottleneck", "captioning"])
     reproduce.add_argument("--model", default=None,
                            help="train only this model: none, bahdanau, luong-dot, luong-general, "
                                 "luong-concat, luong-local, luong-local-m or "
                                 "luong-general-no-feeding (default: the first six)")
+    reproduce.add_argument("--dataset", default=None,
+                           help="captioning only: digits or shapes (default: both)")
     reproduce.add_argument("--seed", type=int, default=0, help="data and initialisation seed")
     reproduce.add_argument("--out-dir", default=None, help="where to write (default: results/)")
     return parser

@@ -29,6 +29,7 @@ from course_lib.seeding import seed_everything
 from course_lib.syllabus import COURSE_ROOT
 from course_lib.training import History
 from course_lib.translation import (
+    ATTENTION_MODELS,
     HEADLINE_MODELS,
     TRANSLATORS,
     TrainSettings,
@@ -101,13 +102,19 @@ def _rounded(value: float | None, digits: int = 2) -> float | None:
     return None if value is None else round(value, digits)
 
 
+def cache_file(stem: str, key: list, cache_dir: Path = MODEL_CACHE) -> Path:
+    """``cache_dir/STEM-DIGEST.pt``, the digest covering ``key`` (JSON-able) and the torch
+    version: a model trained under anything else gets another file."""
+    text = json.dumps([*key, torch.__version__], sort_keys=True)
+    digest = hashlib.sha256(text.encode()).hexdigest()[:16]
+    return Path(cache_dir) / f"{stem}-{digest}.pt"
+
+
 def checkpoint_path(name: str, corpus: Corpus, settings: BottleneckSettings,
                     cache_dir: Path = MODEL_CACHE) -> Path:
     """Where the model trained with exactly these settings on exactly this corpus is kept."""
-    text = json.dumps([name, corpus.config.key(), asdict(settings), torch.__version__],
-                      sort_keys=True)
-    digest = hashlib.sha256(text.encode()).hexdigest()[:16]
-    return Path(cache_dir) / f"bottleneck-{name}-{digest}.pt"
+    return cache_file(f"bottleneck-{name}", [name, ATTENTION_MODELS.get(name),
+                                             corpus.config.key(), asdict(settings)], cache_dir)
 
 
 def train_and_measure(name: str, corpus: Corpus, vocabs: Vocabs, settings: BottleneckSettings,
@@ -205,14 +212,18 @@ def reproduce_bottleneck(models: str | tuple[str, ...] | list[str] = BOTTLENECK_
     return run
 
 
-def write_results(result: dict, out_dir: Path, stem: str) -> list[Path]:
-    """``STEM.json`` (written atomically) and, for several models, ``STEM.png``."""
-    out_dir.mkdir(parents=True, exist_ok=True)
-    path = out_dir / f"{stem}.json"
+def write_json(result: dict, path: Path) -> Path:
+    """Write ``result`` as indented JSON, atomically (a reader never sees half a file)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_suffix(".tmp")
     tmp.write_text(json.dumps(result, indent=2) + "\n")
     tmp.replace(path)
-    written = [path]
+    return path
+
+
+def write_results(result: dict, out_dir: Path, stem: str) -> list[Path]:
+    """``STEM.json`` (written atomically) and, for several models, ``STEM.png``."""
+    written = [write_json(result, out_dir / f"{stem}.json")]
     if len(result["models"]) > 1:
         import matplotlib
 
@@ -248,6 +259,18 @@ def results_table(result: dict) -> str:
 
 
 def reproduce_cli(args) -> int:
+    if args.experiment == "captioning":
+        from course_lib.caption_experiment import captioning_cli
+
+        if args.model is not None:
+            print("course reproduce captioning: --model is for bottleneck; use --dataset",
+                  file=sys.stderr)
+            return 2
+        return captioning_cli(args)
+    if args.dataset is not None:
+        print("course reproduce bottleneck: --dataset is for captioning; use --model",
+              file=sys.stderr)
+        return 2
     if args.model is not None and args.model not in TRANSLATORS:
         print(f"course reproduce: unknown model {args.model!r}; available: "
               f"{', '.join(TRANSLATORS)}", file=sys.stderr)

@@ -88,14 +88,22 @@ def no_attention_model(vocabs: Vocabs, hidden_size: int = 256, embed_dim: int = 
 # The attention models of lessons 04-05 by name. "luong-local" is Luong et al.'s best
 # single model: the general score with a predictive (local-p) window of half-width D = 10.
 # The last two are lesson 05's ablations: a monotonic window (local-m) and no input feeding.
+#
+# One departure from Luong et al. (2015): the dot and general scores are divided by √H
+# (``scaled=True``), as Vaswani et al. (2017) do. A dot product of H-number vectors spreads in
+# proportion to √H, so with H = 256 the unscaled softmax is sharp from the first steps. Measured:
+# on seed 1, unscaled Luong general settled on attention that hit the aligned source noun for
+# 89.1% of nouns; scaled, 99.6% (README, "Measured results").
+_SCALED = dict(scaled=True)
 ATTENTION_MODELS = {
     "bahdanau": dict(attention="bahdanau", score="additive"),
-    "luong-dot": dict(attention="luong", score="dot"),
-    "luong-general": dict(attention="luong", score="general"),
+    "luong-dot": dict(attention="luong", score="dot", **_SCALED),
+    "luong-general": dict(attention="luong", score="general", **_SCALED),
     "luong-concat": dict(attention="luong", score="concat"),
-    "luong-local": dict(attention="luong", score="general", local="p", window=10),
-    "luong-local-m": dict(attention="luong", score="general", local="m", window=10),
-    "luong-general-no-feeding": dict(attention="luong", score="general", input_feeding=False),
+    "luong-local": dict(attention="luong", score="general", local="p", window=10, **_SCALED),
+    "luong-local-m": dict(attention="luong", score="general", local="m", window=10, **_SCALED),
+    "luong-general-no-feeding": dict(attention="luong", score="general", input_feeding=False,
+                                     **_SCALED),
 }
 TRANSLATORS = ("none", *ATTENTION_MODELS)
 # What `course reproduce bottleneck` trains by default: the models of the headline figure.

@@ -114,6 +114,30 @@ def test_concat_score_is_one_matrix_over_the_concatenation_and_equals_additive()
     torch.testing.assert_close(additive.score(query, keys), literal)
 
 
+@pytest.mark.parametrize("name", ["dot", "general"])
+def test_scaled_scores_divide_by_the_root_of_the_query_size(name):
+    plain, scaled = make_score(name, 6, 6), make_score(name, 6, 6, scaled=True)
+    scaled.load_state_dict(plain.state_dict())
+    query, keys = randn(2, 3, 6), randn(2, 4, 6, seed=1)
+    torch.testing.assert_close(scaled.score(query, keys), plain.score(query, keys) / 6 ** 0.5)
+
+
+def test_scaling_keeps_dot_scores_of_random_unit_vectors_at_unit_spread():
+    # Var(sᵀh) = D for independent standard normal s and h; the 1/√D factor makes it 1.
+    for size in (16, 256):
+        query, keys = randn(64, size), randn(64, 50, size, seed=1)
+        plain_std = DotScore(size).score(query, keys).std().item()
+        scaled_std = DotScore(size, scaled=True).score(query, keys).std().item()
+        assert abs(plain_std / size ** 0.5 - 1) < 0.1 and abs(scaled_std - 1) < 0.1
+
+
+@pytest.mark.parametrize("name", ["additive", "concat"])
+def test_only_dot_and_general_scores_can_be_scaled(name):
+    with pytest.raises(ValueError, match=f"only the dot and general scores can be scaled, got "
+                                         f"score='{name}'"):
+        make_score(name, 4, 4, scaled=True)
+
+
 @pytest.mark.parametrize("name", ["additive", "dot", "general", "concat"])
 def test_all_steps_at_once_equal_one_step_at_a_time(name):
     score = make_score(name, 6, 6)

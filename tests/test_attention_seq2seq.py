@@ -12,11 +12,11 @@ from course_lib.seq2seq import translation_loss
 
 VARIANTS = {
     "bahdanau": dict(attention="bahdanau", score="additive"),
-    "luong-dot": dict(attention="luong", score="dot"),
-    "luong-general": dict(attention="luong", score="general"),
+    "luong-dot": dict(attention="luong", score="dot", scaled=True),
+    "luong-general": dict(attention="luong", score="general", scaled=True),
     "luong-concat": dict(attention="luong", score="concat"),
-    "luong-local-m": dict(attention="luong", score="general", local="m", window=2),
-    "luong-local-p": dict(attention="luong", score="general", local="p", window=3),
+    "luong-local-m": dict(attention="luong", score="general", local="m", window=2, scaled=True),
+    "luong-local-p": dict(attention="luong", score="general", local="p", window=3, scaled=True),
 }
 GLOBAL = [k for k, v in VARIANTS.items() if not v.get("local")]
 
@@ -111,6 +111,8 @@ def test_config_rejects_inconsistent_settings():
         AttentionSeq2SeqConfig(5, 5, hidden_size=15)
     with pytest.raises(ValueError, match="local must be"):
         AttentionSeq2SeqConfig(5, 5, attention="luong", score="dot", local="q")
+    with pytest.raises(ValueError, match="scaled=True divides dot or general scores"):
+        AttentionSeq2SeqConfig(5, 5, attention="luong", score="concat", scaled=True)
     with pytest.raises(ValueError, match=r"expected tgt_in of shape \(2, T\)"):
         build("bahdanau")(torch.ones(2, 3, dtype=torch.long), None, torch.ones(3, 2).long())
 

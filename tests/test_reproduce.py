@@ -59,6 +59,20 @@ def test_every_model_in_one_json_and_one_plot(tmp_path):
     assert len(again.history) == result["models"]["bahdanau"]["epochs"]
 
 
+def test_a_changed_model_configuration_is_not_loaded_from_an_old_checkpoint(monkeypatch):
+    # The cache key must cover the model's settings, or reuse would load weights trained for
+    # another variant into a model of the same shapes.
+    from types import SimpleNamespace
+
+    from course_lib import reproduce
+    corpus = SimpleNamespace(config=SimpleNamespace(key=lambda: "corpus"))
+    settings = BottleneckSettings.for_profile(0)
+    before = checkpoint_path("luong-general", corpus, settings)
+    monkeypatch.setitem(reproduce.ATTENTION_MODELS, "luong-general",
+                        {**reproduce.ATTENTION_MODELS["luong-general"], "scaled": False})
+    assert checkpoint_path("luong-general", corpus, settings) != before
+
+
 def test_unknown_model_is_refused(tmp_path):
     with pytest.raises(ValueError, match="unknown model 'transformer'; available: none, "):
         reproduce_bottleneck("transformer")
