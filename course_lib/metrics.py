@@ -1,4 +1,4 @@
-"""Evaluation metrics: accuracy, BLEU (overall and by source length), alignment accuracy."""
+"""Evaluation metrics: accuracy, BLEU (overall, by length), alignment and localisation accuracy."""
 
 from __future__ import annotations
 
@@ -88,4 +88,47 @@ def alignment_accuracy(weights: list[torch.Tensor], alignments: list[list],
             hits += int(matrix[french[0]].argmax()) - shift in english
     if total == 0:
         raise ValueError("no gold links to score")
+    return hits / total
+
+
+def localization_accuracy(weights: list[torch.Tensor], generated: list[list[str]],
+                          references: list[list[str]], word_boxes: list[list],
+                          grid: tuple[int, int], image_size: tuple[int, int],
+                          content_words: set[str]) -> float:
+    """Share of generated content words whose attention peak falls inside the box of the object
+    they name.
+
+    Generated word t names the object that reference word t names, if the two words are equal
+    (the captions follow a fixed grammar, so position t means the same slot in both); a content
+    word that differs from the reference, or lies beyond its end, names no object in the image
+    and counts as a miss. The peak is the grid cell with the largest weight; it is inside a box
+    ``(x0, y0, x1, y1)`` (pixels, ends exclusive) when the cell's centre is.
+
+    Shapes: one (T', L) matrix per caption with L = grid[0] · grid[1]; ``image_size`` (H, W).
+    """
+    if not len(weights) == len(generated) == len(references) == len(word_boxes):
+        raise ValueError(f"expected one entry per caption, got {len(weights)} attention maps, "
+                         f"{len(generated)} generated, {len(references)} references and "
+                         f"{len(word_boxes)} box lists")
+    rows, cols = grid
+    cell_h, cell_w = image_size[0] / rows, image_size[1] / cols
+    hits = total = 0
+    for matrix, words, reference, boxes in zip(weights, generated, references, word_boxes,
+                                               strict=True):
+        if matrix.dim() != 2 or matrix.shape[1] != rows * cols or matrix.shape[0] < len(words):
+            raise ValueError(f"expected a ({len(words)}+, {rows * cols}) attention matrix for "
+                             f"{len(words)} generated words on a {rows}x{cols} grid, got "
+                             f"{tuple(matrix.shape)}")
+        for t, word in enumerate(words):
+            if word not in content_words:
+                continue
+            total += 1
+            if t >= len(reference) or reference[t] != word or boxes[t] is None:
+                continue
+            row, col = divmod(int(matrix[t].argmax()), cols)
+            x, y = (col + 0.5) * cell_w, (row + 0.5) * cell_h
+            x0, y0, x1, y1 = boxes[t]
+            hits += int(x0 <= x < x1 and y0 <= y < y1)
+    if total == 0:
+        raise ValueError("no generated content words to score")
     return hits / total

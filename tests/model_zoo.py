@@ -17,6 +17,7 @@ from course_lib.attention_seq2seq import (
     BahdanauDecoder,
     LuongDecoder,
 )
+from course_lib.captioning import AttentionLSTMDecoder, CaptionerConfig, CNNEncoder, ShowAttendTell
 from course_lib.hard_attention import HardAttentionConfig, PointerNet
 from course_lib.seq2seq import Decoder, Encoder, ScratchRNNCell, Seq2Seq, Seq2SeqConfig
 from course_lib.toy import ToyClassifier, ToyConfig
@@ -24,6 +25,8 @@ from course_lib.toy import ToyClassifier, ToyConfig
 SEQ = Seq2SeqConfig(12, 14, embed_dim=6, hidden_size=8)
 SEQ_LSTM_BI = Seq2SeqConfig(12, 14, embed_dim=6, hidden_size=8, cell="lstm", bidirectional=True)
 BAHDANAU = AttentionSeq2SeqConfig(12, 14, embed_dim=6, hidden_size=8)
+CAPTIONER = CaptionerConfig(9, in_channels=3, channels=(4, 6), pool_after=(0,), embed_dim=5,
+                            hidden_size=8, attention_size=6)
 LUONG_LOCAL_P = AttentionSeq2SeqConfig(12, 14, embed_dim=6, hidden_size=8, cell="lstm",
                                        attention="luong", score="general", local="p", window=2)
 
@@ -83,4 +86,10 @@ ZOO = [
              lambda device: (tokens(device, (2, 5), 12), None, tokens(device, (2, 4), 14))),
     ZooEntry(LuongDecoder, lambda: AttentionSeq2Seq(LUONG_LOCAL_P),
              lambda device: (tokens(device, (2, 5), 12), None, tokens(device, (2, 4), 14))),
+    ZooEntry(CNNEncoder, lambda: CNNEncoder(CAPTIONER),
+             lambda device: (torch.rand(2, 3, 8, 12, device=device),)),
+    ZooEntry(ShowAttendTell, lambda: ShowAttendTell(CAPTIONER),
+             lambda device: (torch.rand(2, 3, 8, 12, device=device), tokens(device, (2, 4), 9))),
+    ZooEntry(AttentionLSTMDecoder, lambda: ShowAttendTell(CAPTIONER),
+             lambda device: (torch.rand(2, 3, 8, 12, device=device), tokens(device, (2, 4), 9))),
 ]

@@ -1,0 +1,346 @@
+"""Show, Attend and Tell (Xu et al., 2015): a CNN grid encoder and an LSTM decoder with soft
+attention over image locations.
+
+The encoder turns an image into a grid of feature vectors, one per location,
+``a = {a_1, …, a_L}`` of shape (B, L = H'·W', C). At every output step the decoder scores each
+location against its previous state and reads a gated weighted average of the features:
+
+    e_ti = vᵀ tanh(W h_{t−1} + U a_i + b)              (additive score, course_lib.attention)
+    α_t  = softmax_i(e_ti),     z_t = β_t · Σ_i α_ti a_i,     β_t = σ(w_βᵀ h_{t−1} + b_β)
+    h_t, c_t = LSTM([E y_{t−1}; z_t], (h_{t−1}, c_{t−1}))
+    p(y_t) ∝ exp(L_o(E y_{t−1} + L_h h_t + L_z z_t))    ("deep output", eq. 7)
+
+with ``h_0 = tanh(f_h(mean_i a_i))`` and ``c_0 = tanh(f_c(mean_i a_i))``. The loss adds the
+doubly stochastic regularisation ``λ Σ_i (1 − Σ_t α_ti)²`` (eq. 14; here averaged over the
+locations), which asks every location to receive about one unit of attention over the caption.
+
+``forward`` returns a :class:`CaptionOutput` with the weights of every step; ``greedy_decode`` and
+``beam_search`` return them for every generated word.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import NamedTuple
+
+import torch
+from torch import nn
+from torch.nn import functional as F
+
+from course_lib.attention import AdditiveScore, attention_context, masked_softmax
+from course_lib.data.vocab import BOS_ID, EOS_ID, PAD_ID
+
+
+@dataclass
+class CaptionerConfig:
+    """``channels``: one 3×3 conv (+ BatchNorm + ReLU) per entry; the convs numbered in
+    ``pool_after`` are followed by a 2×2 max-pool, so the grid is (H / 2^P, W / 2^P) with
+    P = ``len(pool_after)``. The default, conv-pool-conv-pool, sees 10×10 pixels per cell (its
+    receptive field): less than a digit, so a cell between two digits cannot read either.
+    ``coords`` appends each cell's x and y in [−1, 1] to its feature vector (as CoordConv does
+    for conv inputs, Liu et al., 2018), so that the attention score can tell locations apart by
+    where they are, not only by what they show. (Appended to the CNN's input instead, the two
+    ramps dominated the first features and training stalled for epochs.)"""
+
+    vocab_size: int
+    in_channels: int = 1
+    channels: tuple[int, ...] = (32, 64)
+    pool_after: tuple[int, ...] = (0, 1)
+    coords: bool = True
+    embed_dim: int = 64
+    hidden_size: int = 256
+    attention_size: int = 128
+    gate: bool = True
+    dropout: float = 0.0
+
+    def __post_init__(self) -> None:
+        self.channels = tuple(int(c) for c in self.channels)
+        if not self.channels or min(self.channels) < 1:
+            raise ValueError(f"channels must be a non-empty tuple of positive ints, got "
+                             f"{self.channels}")
+        self.pool_after = tuple(int(i) for i in self.pool_after)
+        if len(set(self.pool_after)) != len(self.pool_after) \
+                or not all(0 <= i < len(self.channels) for i in self.pool_after):
+            raise ValueError(f"pool_after must list distinct conv indices in [0, "
+                             f"{len(self.channels)}), got {self.pool_after}")
+        if self.vocab_size < 5:
+            raise ValueError(f"vocab_size must count the 4 special tokens and at least one "
+                             f"word, got {self.vocab_size}")
+
+
+class CNNEncoder(nn.Module):
+    """Images to a grid of feature vectors.
+
+    Shapes: ``images`` (B, C_in, H, W) -> features (B, L, C) with L = H'·W',
+    (H', W') = (H, W) // 2^len(pool_after) (see :meth:`grid_shape`), C = ``channels[-1]`` (+ 2
+    with ``coords``).
+    """
+
+    def __init__(self, config: CaptionerConfig) -> None:
+        super().__init__()
+        self.config = config
+        layers: list[nn.Module] = []
+        width = config.in_channels
+        for stage, out in enumerate(config.channels):
+            layers += [nn.Conv2d(width, out, 3, padding=1, bias=False), nn.BatchNorm2d(out),
+                       nn.ReLU()]
+            if stage in config.pool_after:
+                layers.append(nn.MaxPool2d(2))
+            width = out
+        self.layers = nn.Sequential(*layers)
+        self.feature_size = width + (2 if config.coords else 0)
+
+    def grid_shape(self, height: int, width: int) -> tuple[int, int]:
+        """(H', W') of the feature grid of an (H, W) image."""
+        for _ in self.config.pool_after:
+            height, width = height // 2, width // 2
+        return height, width
+
+    def forward(self, images: torch.Tensor) -> torch.Tensor:
+        if images.dim() != 4 or images.shape[1] != self.config.in_channels:
+            raise ValueError(f"expected images (B, {self.config.in_channels}, H, W), got "
+                             f"{tuple(images.shape)}")
+        if min(self.grid_shape(*images.shape[2:])) < 1:
+            raise ValueError(f"images of size {tuple(images.shape[2:])} are too small for "
+                             f"{len(self.config.pool_after)} 2×2 poolings")
+        grid = self.layers(images)  # (B, C, H', W')
+        if self.config.coords:
+            batch, _, rows, cols = grid.shape
+            ys = torch.linspace(-1, 1, rows, device=grid.device, dtype=grid.dtype)
+            xs = torch.linspace(-1, 1, cols, device=grid.device, dtype=grid.dtype)
+            grid_y, grid_x = torch.meshgrid(ys, xs, indexing="ij")  # (H', W') each
+            coords = torch.stack([grid_x, grid_y]).expand(batch, -1, -1, -1)  # (B, 2, H', W')
+            grid = torch.cat([grid, coords], dim=1)  # (B, C + 2, H', W')
+        return grid.flatten(2).transpose(1, 2)  # (B, C, L) -> (B, L, C)
+
+
+class CaptionOutput(NamedTuple):
+    """Shapes: ``logits`` (B, T, V), ``weights`` α (B, T, L), ``gates`` β (B, T)."""
+
+    logits: torch.Tensor
+    weights: torch.Tensor
+    gates: torch.Tensor
+
+
+class Generated(NamedTuple):
+    """Shapes: ``tokens`` (B, T') ending in EOS then PAD, ``weights`` (B, T', L) (zero after
+    EOS), ``scores`` (B,) the sum of log-probabilities of each caption."""
+
+    tokens: torch.Tensor
+    weights: torch.Tensor
+    scores: torch.Tensor
+
+
+def next_word_log_probs(logits: torch.Tensor) -> torch.Tensor:
+    """log p(y_t) for decoding: PAD and BOS are never generated. Shapes: (..., V) -> (..., V)."""
+    log_probs = F.log_softmax(logits.float(), dim=-1)
+    log_probs[..., PAD_ID] = float("-inf")
+    log_probs[..., BOS_ID] = float("-inf")
+    return log_probs
+
+
+ATTENTION_MODES = ("soft", "argmax", "sample")
+
+
+class AttentionLSTMDecoder(nn.Module):
+    """The decoder of Show, Attend and Tell: one :meth:`step` per word (equations above)."""
+
+    def __init__(self, config: CaptionerConfig, feature_size: int) -> None:
+        super().__init__()
+        hidden, embed = config.hidden_size, config.embed_dim
+        self.config = config
+        self.embedding = nn.Embedding(config.vocab_size, embed, padding_idx=PAD_ID)
+        self.init_h = nn.Linear(feature_size, hidden)
+        self.init_c = nn.Linear(feature_size, hidden)
+        self.score = AdditiveScore(hidden, feature_size, config.attention_size)
+        self.gate = nn.Linear(hidden, 1) if config.gate else None  # w_β, b_β
+        self.cell = nn.LSTMCell(embed + feature_size, hidden)
+        self.out_h = nn.Linear(hidden, embed)  # L_h
+        self.out_z = nn.Linear(feature_size, embed, bias=False)  # L_z
+        self.out = nn.Linear(embed, config.vocab_size)  # L_o
+        self.dropout = nn.Dropout(config.dropout)
+
+    def initial_state(self, features: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        mean = features.mean(dim=1)  # (B, C)
+        return torch.tanh(self.init_h(mean)), torch.tanh(self.init_c(mean))
+
+    def step(self, previous: torch.Tensor, state, features: torch.Tensor,
+             prepared: torch.Tensor, attention: str = "soft",
+             generator: torch.Generator | None = None):
+        """Shapes: ``previous`` y_{t−1} (B,), features (B, L, C) -> logits (B, V), new state,
+        α_t (B, L), β_t (B,).
+
+        ``attention`` says what the context reads: ``"soft"`` the α-weighted average (what the
+        model is trained with); ``"argmax"`` or ``"sample"`` one location, the most probable or
+        one drawn from α (hard attention at test time; α is returned either way).
+        """
+        if attention not in ATTENTION_MODES:
+            raise ValueError(f"attention must be one of {ATTENTION_MODES}, got {attention!r}")
+        h, _ = state
+        weights = masked_softmax(self.score(h, prepared))  # (B, L)
+        read = weights
+        if attention != "soft":
+            chosen = weights.argmax(-1) if attention == "argmax" \
+                else torch.multinomial(weights.float(), 1, generator=generator).squeeze(-1)
+            read = F.one_hot(chosen, weights.shape[-1]).to(weights.dtype)  # (B, L)
+        context = attention_context(read, features)  # (B, C)
+        gate = torch.sigmoid(self.gate(h)).squeeze(-1) if self.gate is not None \
+            else h.new_ones(h.shape[0])  # (B,)
+        context = gate.unsqueeze(-1) * context
+        embedded = self.embedding(previous)  # (B, E)
+        state = self.cell(torch.cat([embedded, context], dim=-1), state)
+        logits = self.out(self.dropout(embedded + self.out_h(state[0]) + self.out_z(context)))
+        return logits, state, weights, gate
+
+
+class ShowAttendTell(nn.Module):
+    """CNN encoder + attention LSTM decoder. ``forward(images, tgt_in)`` runs teacher forcing."""
+
+    config_class = CaptionerConfig
+
+    def __init__(self, config: CaptionerConfig) -> None:
+        super().__init__()
+        self.config = config
+        self.encoder = CNNEncoder(config)
+        self.decoder = AttentionLSTMDecoder(config, self.encoder.feature_size)
+
+    def encode(self, images: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """Features (B, L, C) and the score's key-side part U a_i + b, (B, L, A)."""
+        features = self.encoder(images)
+        return features, self.decoder.score.prepare(features)
+
+    def forward(self, images: torch.Tensor, tgt_in: torch.Tensor) -> CaptionOutput:
+        """Shapes: ``images`` (B, C_in, H, W), ``tgt_in`` (B, T) = BOS + caption."""
+        if tgt_in.dim() != 2 or tgt_in.shape[0] != images.shape[0]:
+            raise ValueError(f"expected tgt_in of shape ({images.shape[0]}, T), got "
+                             f"{tuple(tgt_in.shape)}")
+        features, prepared = self.encode(images)
+        state = self.decoder.initial_state(features)
+        logits, weights, gates = [], [], []
+        for t in range(tgt_in.shape[1]):
+            step_logits, state, step_weights, gate = self.decoder.step(tgt_in[:, t], state,
+                                                                       features, prepared)
+            logits.append(step_logits)
+            weights.append(step_weights)
+            gates.append(gate)
+        return CaptionOutput(torch.stack(logits, 1), torch.stack(weights, 1),
+                             torch.stack(gates, 1))  # (B, T, V), (B, T, L), (B, T)
+
+    @torch.no_grad()
+    def greedy_decode(self, images: torch.Tensor, max_len: int = 30, attention: str = "soft",
+                      generator: torch.Generator | None = None) -> Generated:
+        """The most probable word at every step, until every caption has ended or ``max_len``.
+        ``attention="argmax"`` or ``"sample"`` reads one location per step instead of the soft
+        average (see :meth:`AttentionLSTMDecoder.step`).
+
+        Shapes: ``images`` (B, C_in, H, W) -> tokens (B, T'), weights (B, T', L), scores (B,).
+        """
+        if max_len < 1:
+            raise ValueError(f"max_len must be at least 1, got {max_len}")
+        features, prepared = self.encode(images)
+        state = self.decoder.initial_state(features)
+        previous = torch.full((features.shape[0],), BOS_ID, dtype=torch.long,
+                              device=features.device)
+        finished = torch.zeros_like(previous, dtype=torch.bool)
+        scores = features.new_zeros(features.shape[0], dtype=torch.float32)
+        tokens, weights = [], []
+        for _ in range(max_len):
+            logits, state, step_weights, _ = self.decoder.step(previous, state, features,
+                                                               prepared, attention, generator)
+            log_probs = next_word_log_probs(logits)  # (B, V)
+            best, word = log_probs.max(dim=-1)
+            scores = scores + best.masked_fill(finished, 0.0)
+            word = word.masked_fill(finished, PAD_ID)
+            tokens.append(word)
+            weights.append(step_weights.masked_fill(finished.unsqueeze(-1), 0.0))
+            finished = finished | (word == EOS_ID)
+            previous = word
+            if finished.all():
+                break
+        return Generated(torch.stack(tokens, 1), torch.stack(weights, 1), scores)
+
+    @torch.no_grad()
+    def beam_search(self, images: torch.Tensor, beam_size: int = 3, max_len: int = 30
+                    ) -> Generated:
+        """Keep the ``beam_size`` most probable partial captions of every image; return the
+        most probable finished one (sum of log-probabilities; beam size 1 is greedy decoding).
+
+        Shapes: ``images`` (B, C_in, H, W) -> tokens (B, T'), weights (B, T', L), scores (B,).
+        """
+        if beam_size < 1 or max_len < 1:
+            raise ValueError(f"beam_size and max_len must be at least 1, got {beam_size} and "
+                             f"{max_len}")
+        features, prepared = self.encode(images)
+        batch, locations, _ = features.shape
+        K = beam_size
+        features = features.repeat_interleave(K, dim=0)  # (B·K, L, C)
+        prepared = prepared.repeat_interleave(K, dim=0)  # (B·K, L, A)
+        state = self.decoder.initial_state(features)
+        scores = torch.full((batch, K), float("-inf"), device=features.device)
+        scores[:, 0] = 0.0  # one live hypothesis per image to start with
+        previous = torch.full((batch * K,), BOS_ID, dtype=torch.long, device=features.device)
+        finished = torch.zeros(batch, K, dtype=torch.bool, device=features.device)
+        tokens = features.new_zeros(batch, K, 0, dtype=torch.long)
+        weights = features.new_zeros(batch, K, 0, locations)
+        rows = torch.arange(batch, device=features.device).unsqueeze(1)  # (B, 1)
+        for _ in range(max_len):
+            logits, state, step_weights, _ = self.decoder.step(previous, state, features,
+                                                               prepared)
+            log_probs = next_word_log_probs(logits).view(batch, K, -1)  # (B, K, V)
+            vocab = log_probs.shape[-1]
+            # A finished caption continues only with PAD, at no cost.
+            log_probs = torch.where(finished.unsqueeze(-1), torch.full_like(log_probs,
+                                    float("-inf")), log_probs)
+            log_probs[..., PAD_ID] = torch.where(finished, 0.0, float("-inf"))
+            total = (scores.unsqueeze(-1) + log_probs).view(batch, K * vocab)  # (B, K·V)
+            scores, best = total.topk(K, dim=-1)  # (B, K)
+            beam, word = best // vocab, best % vocab  # (B, K) each
+            step_weights = step_weights.view(batch, K, locations)[rows, beam]  # (B, K, L)
+            step_weights = step_weights.masked_fill(finished[rows, beam].unsqueeze(-1), 0.0)
+            tokens = torch.cat([tokens[rows, beam], word.unsqueeze(-1)], dim=-1)  # (B, K, t+1)
+            weights = torch.cat([weights[rows, beam], step_weights.unsqueeze(2)], dim=2)
+            finished = finished[rows, beam] | (word == EOS_ID)
+            flat = (rows * K + beam).view(-1)  # (B·K,) the surviving hypotheses' rows
+            state = (state[0][flat], state[1][flat])
+            previous = word.view(-1)
+            if finished.all():
+                break
+        # Prefer finished captions; among them, the most probable.
+        ranked = torch.where(finished, scores, scores - 1e9).argmax(dim=-1)  # (B,)
+        index = torch.arange(batch, device=features.device)
+        return Generated(tokens[index, ranked], weights[index, ranked], scores[index, ranked])
+
+
+def doubly_stochastic_penalty(weights: torch.Tensor, step_mask: torch.Tensor) -> torch.Tensor:
+    """``(1/L) Σ_i (1 − Σ_t α_ti)²`` per image, summing t over real steps only.
+
+    Xu et al. (eq. 14) sum over the L locations; the mean keeps the term's size (and so the
+    right λ) independent of the grid size. Since ``Σ_i Σ_t α_ti = T``, the smallest possible
+    value, reached by spreading attention evenly, is ``(1 − T/L)²``: when the caption has far
+    fewer words than the image has locations, the term cannot reach zero.
+
+    Shapes: ``weights`` α (B, T, L), ``step_mask`` (B, T) bool -> (B,).
+    """
+    if weights.dim() != 3 or step_mask.shape != weights.shape[:2]:
+        raise ValueError(f"expected weights (B, T, L) and step_mask (B, T), got "
+                         f"{tuple(weights.shape)} and {tuple(step_mask.shape)}")
+    received = (weights * step_mask.unsqueeze(-1)).sum(dim=1)  # (B, L)
+    return ((1.0 - received) ** 2).mean(dim=-1)
+
+
+def captioning_loss(regularization: float = 1.0):
+    """``loss_fn(model, batch)`` for :func:`course_lib.training.fit`: mean cross-entropy per word
+    plus ``regularization`` (λ) times the mean doubly stochastic penalty per image."""
+    if regularization < 0:
+        raise ValueError(f"the regularisation weight must be >= 0, got {regularization}")
+
+    def loss_fn(model: ShowAttendTell, batch) -> torch.Tensor:
+        output = model(batch.images, batch.tgt_in)
+        cross_entropy = F.cross_entropy(output.logits.flatten(0, 1),  # (B·T, V)
+                                        batch.tgt_out.flatten(), ignore_index=PAD_ID)
+        if regularization == 0:
+            return cross_entropy
+        penalty = doubly_stochastic_penalty(output.weights, batch.tgt_out != PAD_ID)
+        return cross_entropy + regularization * penalty.mean()
+
+    return loss_fn

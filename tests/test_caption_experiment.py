@@ -1,0 +1,87 @@
+"""`course reproduce captioning`: the command, its JSON and figure, the model cache, and (full
+profile only, `make test-full`) the measured targets of lesson 07."""
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+from course_lib.caption_experiment import (
+    CaptioningSettings,
+    captioner_path,
+    reproduce_captioning,
+)
+
+METRIC_KEYS = {"exact_match", "bleu4", "localization"}
+
+
+def course(*args, tmp_path):
+    return subprocess.run(
+        [sys.executable, "-m", "course_lib", "reproduce", "captioning", *args,
+         "--out-dir", str(tmp_path)],
+        capture_output=True, text=True, timeout=600,
+        env={**os.environ, "COURSE_PROFILE": "fast", "COURSE_DEVICE": "cpu"})
+
+
+def test_command_writes_the_promised_json_and_figure(tmp_path):
+    done = course("--seed", "2", tmp_path=tmp_path)
+    assert done.returncode == 0, done.stderr
+    result = json.loads((tmp_path / "captioning.json").read_text())
+    for name in ("digits", "shapes"):
+        entry = result[name]
+        assert set(entry) >= METRIC_KEYS
+        assert 0 <= entry["exact_match"] <= 1 and 0 <= entry["localization"] <= 1
+        assert 0 <= entry["bleu4"] <= 100 and entry["params"] > 0
+    assert result["wall_s"] > 0 and result["seed"] == 2
+    assert (tmp_path / "captioning.png").stat().st_size > 10_000
+    assert "| digits |" in done.stdout and "| shapes |" in done.stdout
+
+
+def test_one_data_set_and_reuse_of_the_saved_model(tmp_path):
+    run = reproduce_captioning("digits", seed=1, progress=False, cache_dir=tmp_path)
+    assert list(run.models) == ["digits"] and "shapes" not in run.result
+    settings = CaptioningSettings.for_profile(1)
+    assert captioner_path("digits", settings, tmp_path).is_file()
+    again = reproduce_captioning("digits", seed=1, progress=False, reuse=True,
+                                 cache_dir=tmp_path)
+    for key in ("exact_match", "bleu4", "localization", "params", "epochs", "train_s"):
+        assert again.result["digits"][key] == run.result["digits"][key], key
+    # Another seed is another model (and other data).
+    assert captioner_path("digits", CaptioningSettings.for_profile(2), tmp_path) != \
+        captioner_path("digits", settings, tmp_path)
+
+
+def test_unknown_data_set_and_wrong_flags_are_refused(tmp_path):
+    with pytest.raises(ValueError, match="unknown data set 'cifar'; available: digits, shapes"):
+        reproduce_captioning("cifar")
+    done = course("--dataset", "cifar", tmp_path=tmp_path)
+    assert done.returncode == 2 and "unknown data set 'cifar'" in done.stderr
+    done = course("--model", "bahdanau", tmp_path=tmp_path)
+    assert done.returncode == 2 and "use --dataset" in done.stderr
+
+
+@pytest.fixture(scope="module", params=[0, 1], ids=lambda seed: f"seed{seed}")
+def measured(request, tmp_path_factory):
+    if os.environ.get("COURSE_PROFILE") != "full":
+        pytest.skip("the targets are for the full profile (make test-full)")
+    return reproduce_captioning(seed=request.param, progress=False,
+                                out_dir=tmp_path_factory.mktemp("captioning")).result
+
+
+@pytest.mark.slow
+def test_digit_strips_are_read_exactly_with_attention_on_each_digit(measured):
+    assert measured["digits"]["exact_match"] >= 0.95
+    assert measured["digits"]["localization"] >= 0.95
+
+
+@pytest.mark.slow
+def test_shape_scenes_are_described_with_attention_on_each_object(measured):
+    assert measured["shapes"]["exact_match"] >= 0.80
+    assert measured["shapes"]["localization"] >= 0.80
+
+
+@pytest.mark.slow
+def test_each_data_set_trains_within_five_minutes(measured):
+    assert measured["digits"]["train_s"] <= 310 and measured["shapes"]["train_s"] <= 310
