@@ -3,8 +3,6 @@ profile only, `make test-full`) the measured targets of lesson 07."""
 
 import json
 import os
-import subprocess
-import sys
 
 import pytest
 
@@ -14,15 +12,13 @@ from course_lib.caption_experiment import (
     reproduce_captioning,
 )
 
+from .reproduce_cli import run_reproduce
+
 METRIC_KEYS = {"exact_match", "bleu4", "localization"}
 
 
 def course(*args, tmp_path):
-    return subprocess.run(
-        [sys.executable, "-m", "course_lib", "reproduce", "captioning", *args,
-         "--out-dir", str(tmp_path)],
-        capture_output=True, text=True, timeout=600,
-        env={**os.environ, "COURSE_PROFILE": "fast", "COURSE_DEVICE": "cpu"})
+    return run_reproduce("captioning", *args, out_dir=tmp_path)
 
 
 def test_command_writes_the_promised_json_and_figure(tmp_path):

@@ -3,8 +3,6 @@ profile only, `make test-full`) the headline targets."""
 
 import json
 import os
-import subprocess
-import sys
 
 import pytest
 
@@ -15,16 +13,14 @@ from course_lib.reproduce import (
     reproduce_bottleneck,
 )
 
+from .reproduce_cli import run_reproduce
+
 BUCKETS = ["1-10", "11-20", "21-30", "31+"]
 ENTRY_KEYS = {"bleu", "bleu_by_length", "alignment_accuracy", "params", "wall_s", "epochs"}
 
 
 def course(*args, tmp_path):
-    return subprocess.run(
-        [sys.executable, "-m", "course_lib", "reproduce", "bottleneck", *args,
-         "--out-dir", str(tmp_path)],
-        capture_output=True, text=True, timeout=600,
-        env={**os.environ, "COURSE_PROFILE": "fast", "COURSE_DEVICE": "cpu"})
+    return run_reproduce("bottleneck", *args, out_dir=tmp_path)
 
 
 def test_command_writes_the_promised_json_for_one_model(tmp_path):
