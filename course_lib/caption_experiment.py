@@ -266,6 +266,9 @@ def reproduce_captioning(datasets: str | tuple[str, ...] | list[str] = DATASETS,
     if out_dir is not None:
         out_dir = Path(out_dir)
         write_json(run.result, out_dir / "captioning.json")
+        import matplotlib
+
+        matplotlib.use("Agg", force=False)  # as write_results: no window for a file
         figure = plot_captioning(run)
         figure.savefig(out_dir / "captioning.png", dpi=110)
         import matplotlib.pyplot as plt
@@ -281,10 +284,6 @@ METRICS = (("exact_match", "exact match"), ("bleu4", "BLEU-4 / 100"),
 def plot_captioning(run: CaptioningRun):
     """Bars of the three measurements per data set, and one test image per data set with the
     attention peak of every generated word."""
-    import matplotlib
-
-    if not matplotlib.get_backend().lower().startswith(("module://", "nbagg", "ipympl")):
-        matplotlib.use("Agg", force=False)
     import matplotlib.pyplot as plt
 
     names = [n for n in DATASETS if n in run.models]

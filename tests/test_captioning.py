@@ -118,7 +118,6 @@ def test_hard_attention_at_test_time_reads_one_location(mode):
 
 
 def test_gradients_reach_every_parameter():
-    model = tiny()
     data = digit_strips(4, seed=0)
     vocab = caption_vocab([data])
     model = tiny(len(vocab))

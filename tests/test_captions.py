@@ -1,5 +1,7 @@
 """Generated captioning data (course_lib.data.captions): determinism, splits, captions, boxes."""
 
+import hashlib
+
 import numpy as np
 import pytest
 import torch
@@ -16,10 +18,13 @@ from course_lib.data.captions import (
     caption_vocab,
     digit_pools,
     digit_strips,
-    image_fingerprints,
     shape_scenes,
 )
 from course_lib.data.vocab import BOS_ID, EOS_ID, PAD_ID
+
+
+def image_fingerprints(images: torch.Tensor) -> set[str]:
+    return {hashlib.sha256(image.numpy().tobytes()).hexdigest() for image in images}
 
 
 @pytest.fixture(scope="module")

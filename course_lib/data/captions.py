@@ -19,7 +19,6 @@ Every example records, for each word of its caption, the box of the object the w
 from __future__ import annotations
 
 import functools
-import hashlib
 import importlib.util
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -28,6 +27,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from course_lib.data.batching import pad
 from course_lib.data.vocab import BOS_ID, EOS_ID, PAD_ID, Vocab
 
 Box = tuple[int, int, int, int]
@@ -236,11 +236,6 @@ def caption_set(name: str, n: int, split: str = "train", seed: int = 0) -> Capti
     return (digit_strips if name == "digits" else shape_scenes)(n, split=split, seed=seed)
 
 
-def image_fingerprints(images: torch.Tensor) -> set[str]:
-    """One hash per image, to check that two splits share no image."""
-    return {hashlib.sha256(image.numpy().tobytes()).hexdigest() for image in images}
-
-
 # --- captions as token ids ------------------------------------------------------------------
 
 
@@ -261,8 +256,6 @@ class CaptionBatch:
 
 
 def caption_batch(data: CaptionSet, vocab: Vocab, index: Sequence[int]) -> CaptionBatch:
-    from course_lib.data.batching import pad
-
     ids = [vocab.encode(data.captions[i], eos=False) for i in index]
     return CaptionBatch(images=data.images[list(index)],
                         tgt_in=pad([[BOS_ID] + x for x in ids], PAD_ID),
