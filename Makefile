@@ -25,7 +25,7 @@ lab: setup
 
 test: setup
 	$(BIN)/ruff check .
-	COURSE_PROFILE=fast $(BIN)/python -m pytest tests $(NOTEBOOK_DIRS) $(PYTEST_NOTEBOOKS)
+	COURSE_PROFILE=fast $(BIN)/python -m pytest tests $(NOTEBOOK_DIRS) $(PYTEST_NOTEBOOKS) --durations=15
 
 test-full: setup
 	COURSE_PROFILE=full $(BIN)/python -m pytest tests -m slow

@@ -157,6 +157,31 @@ def in_notebook() -> bool:
     return shell is not None and "IPKernelApp" in getattr(shell, "config", {})
 
 
+def time_budget_cosine(optimizer: torch.optim.Optimizer, budget_s: float,
+                       final_fraction: float = 0.05,
+                       clock: Callable[[], float] = time.perf_counter
+                       ) -> torch.optim.lr_scheduler.LambdaLR:
+    """A cosine learning-rate decay over a training-time budget instead of a step count:
+
+        lr(t) = lr₀ · (f + (1 − f) · ½ · (1 + cos(π · min(1, t / budget_s))))
+
+    with t the seconds since this call and f = ``final_fraction``. For ``fit(...,
+    max_time_s=budget_s, scheduler=...)``, where the number of steps that fit the budget is not
+    known in advance; the rate reaches f · lr₀ as the budget runs out. ``clock`` is for tests.
+    """
+    if budget_s <= 0:
+        raise ValueError(f"budget_s must be positive, got {budget_s}")
+    if not 0.0 <= final_fraction <= 1.0:
+        raise ValueError(f"final_fraction must lie in [0, 1], got {final_fraction}")
+    started = clock()
+
+    def factor(_step: int) -> float:
+        progress = min(1.0, (clock() - started) / budget_s)
+        return final_fraction + (1.0 - final_fraction) * 0.5 * (1.0 + math.cos(math.pi * progress))
+
+    return torch.optim.lr_scheduler.LambdaLR(optimizer, factor)
+
+
 def fit(
     model: nn.Module,
     optimizer: torch.optim.Optimizer,

@@ -21,6 +21,8 @@ from course_lib.data.vocab import BOS_ID, EOS_ID, PAD_ID
 from course_lib.metrics import localization_accuracy
 from course_lib.seeding import seed_everything
 
+from .strict_device import stray_tensors_fail
+
 
 def tiny(vocab=9, in_channels=1, **extra):
     seed_everything(0)
@@ -151,6 +153,31 @@ def test_loss_is_cross_entropy_plus_lambda_times_the_penalty():
     torch.testing.assert_close(captioning_loss(2.0)(model, batch), cross_entropy + 2 * penalty)
     with pytest.raises(ValueError, match="regularisation weight must be >= 0"):
         captioning_loss(-1.0)
+
+
+def test_training_and_decoding_make_every_tensor_on_the_images_device():
+    """Device-agnostic without a GPU: a tensor that the code creates without following its
+    inputs fails against the CPU inputs, as it would against a GPU (tests/strict_device.py). The
+    forward pass alone also runs on ``meta`` and, where there is one, on CUDA
+    (tests/test_device_agnostic.py)."""
+    data = digit_strips(3, seed=1)
+    vocab = caption_vocab([data])
+    model, batch = tiny(len(vocab)), caption_batch(data, vocab, range(3))
+    generator = torch.Generator().manual_seed(0)
+    with stray_tensors_fail():
+        for stray in (torch.zeros(batch.images.shape), torch.zeros(1, dtype=torch.long)):
+            with pytest.raises(RuntimeError, match="meta"):  # the check does catch these
+                model.encoder(batch.images + stray) if stray.dtype.is_floating_point \
+                    else model.decoder.embedding(stray)
+        captioning_loss(0.5)(model, batch).backward()
+        model.eval()
+        with torch.no_grad():
+            outputs = [model.greedy_decode(batch.images, 6, mode, generator)
+                       for mode in ("soft", "argmax", "sample")]
+            outputs.append(model.beam_search(batch.images, 3, 6))
+    for out in outputs:
+        assert out.tokens.device.type == out.weights.device.type == "cpu"
+    assert all(p.grad is not None and p.grad.device.type == "cpu" for p in model.parameters())
 
 
 def test_greedy_decoding_agrees_with_teacher_forcing_on_its_own_output():

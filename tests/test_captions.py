@@ -9,6 +9,7 @@ import torch
 from course_lib.data.captions import (
     COLOURS,
     DIGIT_WORDS,
+    RELATION_MARGIN,
     SHAPES,
     SIZES,
     CaptionBatches,
@@ -105,6 +106,15 @@ def test_shape_captions_follow_the_grammar_and_name_boxes(shapes):
         axis = 0 if relation == "left" else 1
         for first, second in zip(objects, objects[1:], strict=False):
             assert first[axis + 2] <= second[axis]
+            # ... and clearly so: the row runs further along than across, by a margin.
+            along = abs(_centre(second)[axis] - _centre(first)[axis])
+            across = abs(_centre(second)[1 - axis] - _centre(first)[1 - axis])
+            assert across <= along - RELATION_MARGIN
+
+
+def _centre(box):
+    x0, y0, x1, y1 = box
+    return (x0 + x1 - 1) / 2, (y0 + y1 - 1) / 2
 
 
 def test_shape_boxes_hold_their_colour(shapes):

@@ -5,7 +5,14 @@ from torch.utils.data import DataLoader, TensorDataset
 
 from course_lib.metrics import accuracy
 from course_lib.toy import ToyClassifier, ToyConfig, make_spirals
-from course_lib.training import EarlyStopping, History, batch_size, fit, supervised_loss
+from course_lib.training import (
+    EarlyStopping,
+    History,
+    batch_size,
+    fit,
+    supervised_loss,
+    time_budget_cosine,
+)
 
 CE = supervised_loss(nn.functional.cross_entropy)
 
@@ -207,3 +214,28 @@ def test_float16_autocast_with_grad_scaling_on_cuda():
                   metrics={"accuracy": lambda m: accuracy(m(x.cuda()), y.cuda())})
     assert next(model.parameters()).is_cuda
     assert history["accuracy"][-1] > 0.8
+
+
+def test_time_budget_cosine_follows_the_clock():
+    now = [100.0]
+    optimizer = torch.optim.SGD([nn.Parameter(torch.zeros(1))], lr=0.2)
+    schedule = time_budget_cosine(optimizer, budget_s=10.0, final_fraction=0.1,
+                                  clock=lambda: now[0])
+    seen = {}
+    for elapsed in (0.0, 2.5, 5.0, 10.0, 30.0):
+        now[0] = 100.0 + elapsed
+        schedule.step()
+        seen[elapsed] = optimizer.param_groups[0]["lr"]
+    assert seen[0.0] == pytest.approx(0.2)
+    # Half-way through the budget, cos(π/2) = 0: half-way between lr₀ and f·lr₀.
+    assert seen[5.0] == pytest.approx(0.2 * (0.1 + 0.9 * 0.5))
+    assert seen[0.0] > seen[2.5] > seen[5.0] > seen[10.0]
+    # Spent budget: the floor, and it stays there.
+    assert seen[10.0] == pytest.approx(0.02) and seen[30.0] == pytest.approx(0.02)
+
+
+@pytest.mark.parametrize("kwargs", [{"budget_s": 0.0}, {"budget_s": 1.0, "final_fraction": 1.5}])
+def test_time_budget_cosine_refuses_bad_settings(kwargs):
+    optimizer = torch.optim.SGD([nn.Parameter(torch.zeros(1))], lr=0.1)
+    with pytest.raises(ValueError, match="must"):
+        time_budget_cosine(optimizer, **kwargs)
