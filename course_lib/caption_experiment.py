@@ -28,6 +28,7 @@ from course_lib.captioning import CaptionerConfig, ShowAttendTell, captioning_lo
 from course_lib.checkpoint import CheckpointError, load_checkpoint, save_checkpoint
 from course_lib.data.captions import (
     COLOURS,
+    DATA_VERSION,
     DATASETS,
     DIGIT_WORDS,
     SHAPES,
@@ -199,7 +200,7 @@ class CaptioningRun:
 
 def captioner_path(name: str, settings: CaptioningSettings, cache_dir: Path = MODEL_CACHE
                    ) -> Path:
-    return cache_file(f"captioning-{name}", [name, asdict(settings)], cache_dir)
+    return cache_file(f"captioning-{name}", [name, asdict(settings), DATA_VERSION], cache_dir)
 
 
 def _train_or_load(name: str, data: CaptionData, settings: CaptioningSettings,

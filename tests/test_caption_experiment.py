@@ -6,6 +6,7 @@ import os
 
 import pytest
 
+from course_lib import caption_experiment
 from course_lib.caption_experiment import (
     CaptioningSettings,
     captioner_path,
@@ -47,6 +48,13 @@ def test_one_data_set_and_reuse_of_the_saved_model(tmp_path):
     # Another seed is another model (and other data).
     assert captioner_path("digits", CaptioningSettings.for_profile(2), tmp_path) != \
         captioner_path("digits", settings, tmp_path)
+
+
+def test_a_new_data_version_is_a_new_saved_model(tmp_path, monkeypatch):
+    settings = CaptioningSettings.for_profile(0)
+    before = captioner_path("shapes", settings, tmp_path)
+    monkeypatch.setattr(caption_experiment, "DATA_VERSION", caption_experiment.DATA_VERSION + 1)
+    assert captioner_path("shapes", settings, tmp_path) != before
 
 
 def test_unknown_data_set_and_wrong_flags_are_refused(tmp_path):

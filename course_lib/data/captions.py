@@ -32,6 +32,9 @@ from course_lib.data.vocab import BOS_ID, EOS_ID, PAD_ID, Vocab
 
 Box = tuple[int, int, int, int]
 DATASETS = ("digits", "shapes")
+# Raise it whenever a change to the generators changes the images or captions they give for a
+# seed: saved captioners are keyed by it, so a model trained on the old data is never reused.
+DATA_VERSION = 2  # 2: shape rows whose direction the image shows (RELATION_MARGIN)
 SPLITS = ("train", "val", "test")
 DIGIT_WORDS = ("zero", "one", "two", "three", "four", "five", "six", "seven", "eight", "nine")
 SHAPES = ("circle", "square", "triangle")
