@@ -29,6 +29,7 @@ from torch.nn import functional as F
 
 from course_lib.attention import AdditiveScore, attention_context, masked_softmax
 from course_lib.data.vocab import BOS_ID, EOS_ID, PAD_ID
+from course_lib.decoding import beam_search
 
 
 @dataclass
@@ -274,48 +275,21 @@ class ShowAttendTell(nn.Module):
 
         Shapes: ``images`` (B, C_in, H, W) -> tokens (B, T'), weights (B, T', L), scores (B,).
         """
-        if beam_size < 1 or max_len < 1:
-            raise ValueError(f"beam_size and max_len must be at least 1, got {beam_size} and "
-                             f"{max_len}")
         features, prepared = self.encode(images)
-        batch, locations, _ = features.shape
         K = beam_size
         features = features.repeat_interleave(K, dim=0)  # (B·K, L, C)
         prepared = prepared.repeat_interleave(K, dim=0)  # (B·K, L, A)
-        state = self.decoder.initial_state(features)
-        scores = torch.full((batch, K), float("-inf"), device=features.device)
-        scores[:, 0] = 0.0  # one live hypothesis per image to start with
-        previous = torch.full((batch * K,), BOS_ID, dtype=torch.long, device=features.device)
-        finished = torch.zeros(batch, K, dtype=torch.bool, device=features.device)
-        tokens = features.new_zeros(batch, K, 0, dtype=torch.long)
-        weights = features.new_zeros(batch, K, 0, locations)
-        rows = torch.arange(batch, device=features.device).unsqueeze(1)  # (B, 1)
-        for _ in range(max_len):
-            logits, state, step_weights, _ = self.decoder.step(previous, state, features,
-                                                               prepared)
-            log_probs = next_word_log_probs(logits).view(batch, K, -1)  # (B, K, V)
-            vocab = log_probs.shape[-1]
-            # A finished caption continues only with PAD, at no cost.
-            log_probs = torch.where(finished.unsqueeze(-1), torch.full_like(log_probs,
-                                    float("-inf")), log_probs)
-            log_probs[..., PAD_ID] = torch.where(finished, 0.0, float("-inf"))
-            total = (scores.unsqueeze(-1) + log_probs).view(batch, K * vocab)  # (B, K·V)
-            scores, best = total.topk(K, dim=-1)  # (B, K)
-            beam, word = best // vocab, best % vocab  # (B, K) each
-            step_weights = step_weights.view(batch, K, locations)[rows, beam]  # (B, K, L)
-            step_weights = step_weights.masked_fill(finished[rows, beam].unsqueeze(-1), 0.0)
-            tokens = torch.cat([tokens[rows, beam], word.unsqueeze(-1)], dim=-1)  # (B, K, t+1)
-            weights = torch.cat([weights[rows, beam], step_weights.unsqueeze(2)], dim=2)
-            finished = finished[rows, beam] | (word == EOS_ID)
-            flat = (rows * K + beam).view(-1)  # (B·K,) the surviving hypotheses' rows
-            state = (state[0][flat], state[1][flat])
-            previous = word.view(-1)
-            if finished.all():
-                break
-        # Prefer finished captions; among them, the most probable.
-        ranked = torch.where(finished, scores, scores - 1e9).argmax(dim=-1)  # (B,)
-        index = torch.arange(batch, device=features.device)
-        return Generated(tokens[index, ranked], weights[index, ranked], scores[index, ranked])
+
+        def step(previous, state):
+            logits, state, weights, _ = self.decoder.step(previous, state, features, prepared)
+            return next_word_log_probs(logits), state, weights  # (B·K, V), _, (B·K, L)
+
+        def reorder(state, rows):
+            return state[0][rows], state[1][rows]
+
+        best = beam_search(step, self.decoder.initial_state(features), reorder, images.shape[0],
+                           beam_size, max_len, features.device)
+        return Generated(best.tokens, best.extras, best.scores)
 
 
 def doubly_stochastic_penalty(weights: torch.Tensor, step_mask: torch.Tensor) -> torch.Tensor:

@@ -182,6 +182,38 @@ def time_budget_cosine(optimizer: torch.optim.Optimizer, budget_s: float,
     return torch.optim.lr_scheduler.LambdaLR(optimizer, factor)
 
 
+def transformer_lr(step: int, d_model: int, warmup_steps: int) -> float:
+    """The Transformer paper's rate (Vaswani et al., 2017, eq. 3), step counted from 1:
+
+        lr = D^(-1/2) · min(step^(-1/2), step · warmup^(-3/2))
+
+    It rises linearly for ``warmup_steps`` steps, peaks at (D · warmup)^(-1/2), then decays as
+    1/√step."""
+    if step < 1 or d_model < 1 or warmup_steps < 1:
+        raise ValueError(f"step, d_model and warmup_steps must be at least 1, got {step}, "
+                         f"{d_model} and {warmup_steps}")
+    return d_model ** -0.5 * min(step ** -0.5, step * warmup_steps ** -1.5)
+
+
+def warmup_inverse_sqrt(optimizer: torch.optim.Optimizer, warmup_steps: int
+                        ) -> torch.optim.lr_scheduler.LambdaLR:
+    """The paper's schedule scaled to peak at the optimiser's own rate lr₀:
+
+        lr(step) = lr₀ · min(step / warmup, √(warmup / step)) = lr₀ · transformer_lr(step) /
+                   transformer_lr(warmup)
+
+    (the first optimiser step is step 1). Warm-up keeps Adam's early, badly estimated updates
+    small while post-norm layers settle."""
+    if warmup_steps < 1:
+        raise ValueError(f"warmup_steps must be at least 1, got {warmup_steps}")
+
+    def factor(done: int) -> float:
+        step = done + 1  # LambdaLR calls with the number of steps already taken
+        return min(step / warmup_steps, math.sqrt(warmup_steps / step))
+
+    return torch.optim.lr_scheduler.LambdaLR(optimizer, factor)
+
+
 def fit(
     model: nn.Module,
     optimizer: torch.optim.Optimizer,

@@ -19,14 +19,26 @@ from course_lib.attention_seq2seq import (
 )
 from course_lib.captioning import AttentionLSTMDecoder, CaptionerConfig, CNNEncoder, ShowAttendTell
 from course_lib.hard_attention import HardAttentionConfig, PointerNet
+from course_lib.positions import LearnedPositions, SinusoidalPositions
+from course_lib.self_attention import MultiHeadAttention
 from course_lib.seq2seq import Decoder, Encoder, ScratchRNNCell, Seq2Seq, Seq2SeqConfig
 from course_lib.toy import ToyClassifier, ToyConfig
+from course_lib.transformer import (
+    DecoderBlock,
+    EncoderBlock,
+    FeedForward,
+    Transformer,
+    TransformerConfig,
+    _Residual,
+)
 
 SEQ = Seq2SeqConfig(12, 14, embed_dim=6, hidden_size=8)
 SEQ_LSTM_BI = Seq2SeqConfig(12, 14, embed_dim=6, hidden_size=8, cell="lstm", bidirectional=True)
 BAHDANAU = AttentionSeq2SeqConfig(12, 14, embed_dim=6, hidden_size=8)
 CAPTIONER = CaptionerConfig(9, in_channels=3, channels=(4, 6), pool_after=(0,), embed_dim=5,
                             hidden_size=8, attention_size=6)
+TRANSFORMER = TransformerConfig(12, 14, d_model=8, num_heads=2, num_encoder_layers=1,
+                                num_decoder_layers=1, d_ff=16, max_len=10)
 LUONG_LOCAL_P = AttentionSeq2SeqConfig(12, 14, embed_dim=6, hidden_size=8, cell="lstm",
                                        attention="luong", score="general", local="p", window=2)
 
@@ -92,4 +104,25 @@ ZOO = [
              lambda device: (torch.rand(2, 3, 8, 12, device=device), tokens(device, (2, 4), 9))),
     ZooEntry(AttentionLSTMDecoder, lambda: ShowAttendTell(CAPTIONER),
              lambda device: (torch.rand(2, 3, 8, 12, device=device), tokens(device, (2, 4), 9))),
+    ZooEntry(MultiHeadAttention, lambda: MultiHeadAttention(8, 2),
+             lambda device: (torch.randn(2, 3, 8, device=device),
+                             torch.randn(2, 5, 8, device=device))),
+    ZooEntry(SinusoidalPositions, lambda: SinusoidalPositions(8, 10),
+             lambda device: (torch.randn(2, 3, 8, device=device),)),
+    ZooEntry(LearnedPositions, lambda: LearnedPositions(8, 10),
+             lambda device: (torch.randn(2, 3, 8, device=device),)),
+    ZooEntry(FeedForward, lambda: FeedForward(8, 16, 0.1),
+             lambda device: (torch.randn(2, 3, 8, device=device),)),
+    # Blocks and their residual sub-layers, with a padding mask.
+    ZooEntry(EncoderBlock, lambda: EncoderBlock(TRANSFORMER),
+             lambda device: (torch.randn(2, 5, 8, device=device),
+                             torch.ones(2, 5, dtype=torch.bool, device=device))),
+    ZooEntry(_Residual, lambda: EncoderBlock(TRANSFORMER),
+             lambda device: (torch.randn(2, 5, 8, device=device),)),
+    ZooEntry(DecoderBlock, lambda: DecoderBlock(TRANSFORMER),
+             lambda device: (torch.randn(2, 3, 8, device=device),
+                             torch.randn(2, 5, 8, device=device),
+                             torch.ones(2, 5, dtype=torch.bool, device=device))),
+    ZooEntry(Transformer, lambda: Transformer(TRANSFORMER),
+             lambda device: (tokens(device, (2, 5), 12), None, tokens(device, (2, 4), 14))),
 ]

@@ -1,0 +1,84 @@
+"""Beam search shared by the captioner (lesson 07) and the Transformer (lessons 10-11).
+
+Keep the K most probable partial outputs of every input; at each step extend each by every word,
+score ``log p(y_1 … y_t) = Σ log p(y_s | y_<s, x)``, and keep the K best of the K·V extensions.
+A finished hypothesis (it produced EOS) continues only with PAD, at no cost. Beam size 1 is
+greedy decoding.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any, NamedTuple
+
+import torch
+
+from course_lib.data.vocab import BOS_ID, EOS_ID, PAD_ID
+
+# step(previous words (B·K,), state) -> (log-probabilities (B·K, V), new state,
+#                                        something to keep per word (B·K, ...) or None)
+StepFn = Callable[[torch.Tensor, Any], tuple[torch.Tensor, Any, torch.Tensor | None]]
+# reorder(state, rows (B·K,)) -> the state of the surviving hypotheses, in that order
+ReorderFn = Callable[[Any, torch.Tensor], Any]
+
+
+class BeamResult(NamedTuple):
+    """The best hypothesis of every input. Shapes: ``tokens`` (B, T') with PAD after EOS,
+    ``scores`` (B,) summed log-probabilities, ``extras`` (B, T', ...) or None."""
+
+    tokens: torch.Tensor
+    scores: torch.Tensor
+    extras: torch.Tensor | None
+
+
+def length_normalised(scores: torch.Tensor, lengths: torch.Tensor, alpha: float) -> torch.Tensor:
+    """GNMT's ranking score ``log p(Y) / lp(Y)``, ``lp = ((5 + |Y|) / 6)^α`` (Wu et al., 2016);
+    α = 0 ranks by log p(Y) alone (which favours short outputs)."""
+    return scores / ((5.0 + lengths.to(scores.dtype)) / 6.0) ** alpha
+
+
+def beam_search(step: StepFn, state: Any, reorder: ReorderFn, batch: int, beam_size: int,
+                max_len: int, device: torch.device | str, alpha: float = 0.0) -> BeamResult:
+    """Beam search over ``batch`` inputs; ``state`` already holds B·K rows (each input's row
+    repeated K times, input-major). Returns the best finished hypothesis of every input (the
+    best unfinished one where none finished within ``max_len``), ranked by
+    :func:`length_normalised` with ``alpha``."""
+    if beam_size < 1 or max_len < 1:
+        raise ValueError(f"beam_size and max_len must be at least 1, got {beam_size} and "
+                         f"{max_len}")
+    K = beam_size
+    scores = torch.full((batch, K), float("-inf"), device=device)
+    scores[:, 0] = 0.0  # one live hypothesis per input to start with
+    previous = torch.full((batch * K,), BOS_ID, dtype=torch.long, device=device)
+    finished = torch.zeros(batch, K, dtype=torch.bool, device=device)
+    tokens = torch.zeros(batch, K, 0, dtype=torch.long, device=device)
+    extras: torch.Tensor | None = None
+    rows = torch.arange(batch, device=device).unsqueeze(1)  # (B, 1)
+    for _ in range(max_len):
+        log_probs, state, extra = step(previous, state)
+        log_probs = log_probs.view(batch, K, -1)  # (B, K, V)
+        vocab = log_probs.shape[-1]
+        log_probs = log_probs.masked_fill(finished.unsqueeze(-1), float("-inf"))
+        log_probs[..., PAD_ID] = torch.where(finished, 0.0, float("-inf"))
+        total = (scores.unsqueeze(-1) + log_probs).view(batch, K * vocab)  # (B, K·V)
+        scores, best = total.topk(K, dim=-1)  # (B, K)
+        beam, word = best // vocab, best % vocab  # (B, K) each
+        was_finished = finished[rows, beam]  # (B, K)
+        tokens = torch.cat([tokens[rows, beam], word.unsqueeze(-1)], dim=-1)  # (B, K, t + 1)
+        if extra is not None:
+            extra = extra.view(batch, K, *extra.shape[1:])[rows, beam]  # (B, K, ...)
+            pad = was_finished.view(batch, K, *([1] * (extra.dim() - 2)))
+            extra = extra.masked_fill(pad, 0.0).unsqueeze(2)  # (B, K, 1, ...)
+            extras = extra if extras is None else torch.cat([extras[rows, beam], extra], dim=2)
+        finished = was_finished | (word == EOS_ID)
+        flat = (rows * K + beam).view(-1)  # (B·K,) the surviving hypotheses' rows
+        state = reorder(state, flat)
+        previous = word.view(-1)
+        if finished.all():
+            break
+    lengths = (tokens != PAD_ID).sum(dim=-1)  # (B, K), EOS included
+    ranking = length_normalised(scores, lengths, alpha)
+    ranked = torch.where(finished, ranking, ranking - 1e9).argmax(dim=-1)  # (B,)
+    index = torch.arange(batch, device=device)
+    return BeamResult(tokens[index, ranked], scores[index, ranked],
+                      None if extras is None else extras[index, ranked])

@@ -1,0 +1,80 @@
+"""Positional encodings: self-attention alone cannot tell word order (lesson 08).
+
+Sinusoidal (Vaswani et al., 2017, section 3.5), for position p and pair index i < D / 2:
+
+    PE[p, 2i] = sin(p ω_i),    PE[p, 2i + 1] = cos(p ω_i),    ω_i = 10000^(-2i / D).
+
+Each pair rotates with p at its own speed, so the encoding at p + k is a fixed rotation of the
+one at p, whatever p: ``PE[p + k] = M_k PE[p]`` (:func:`offset_rotation`). Learned encodings are
+one trained vector per position (:class:`LearnedPositions`); they know nothing of offsets and
+nothing beyond ``max_len``.
+"""
+
+from __future__ import annotations
+
+import torch
+from torch import nn
+
+
+def frequencies(d_model: int) -> torch.Tensor:
+    """ω_i = 10000^(-2i / D) for i = 0 … D/2 - 1. Shape: (D / 2,)."""
+    if d_model < 2 or d_model % 2:
+        raise ValueError(f"sinusoidal positions need an even d_model >= 2, got {d_model}")
+    return torch.pow(10000.0, -torch.arange(0, d_model, 2, dtype=torch.float64) / d_model)
+
+
+def sinusoidal_table(max_len: int, d_model: int) -> torch.Tensor:
+    """PE[p, 2i] = sin(p ω_i), PE[p, 2i+1] = cos(p ω_i). Shape: (max_len, D), float32."""
+    positions = torch.arange(max_len, dtype=torch.float64).unsqueeze(1)  # (P, 1)
+    angles = positions * frequencies(d_model)  # (P, D/2)
+    table = torch.stack([angles.sin(), angles.cos()], dim=-1)  # (P, D/2, 2)
+    return table.reshape(max_len, d_model).float()  # (P, D), sin and cos interleaved
+
+
+def offset_rotation(offset: float, d_model: int) -> torch.Tensor:
+    """M_k with ``PE[p + k] = M_k PE[p]`` for every p: one 2×2 rotation per pair,
+    [[cos kω_i, sin kω_i], [-sin kω_i, cos kω_i]], from sin(a + b) and cos(a + b).
+
+    Shape: (D, D), block diagonal, float32."""
+    angles = offset * frequencies(d_model)  # (D/2,)
+    cos, sin = angles.cos(), angles.sin()
+    blocks = torch.stack([torch.stack([cos, sin], -1), torch.stack([-sin, cos], -1)], -2)
+    return torch.block_diag(*blocks).float()  # (D/2, 2, 2) blocks -> (D, D)
+
+
+def _check_input(x: torch.Tensor, d_model: int, offset: int, max_len: int) -> None:
+    if x.dim() != 3 or x.shape[-1] != d_model:
+        raise ValueError(f"expected x of shape (B, T, {d_model}), got {tuple(x.shape)}")
+    if offset < 0 or offset + x.shape[1] > max_len:
+        raise ValueError(f"positions {offset} to {offset + x.shape[1] - 1} are beyond "
+                         f"max_len = {max_len}; build the encoding with a larger max_len")
+
+
+class SinusoidalPositions(nn.Module):
+    """``x + PE[offset : offset + T]``; no parameters. Shapes: (B, T, D) -> (B, T, D)."""
+
+    def __init__(self, d_model: int, max_len: int = 512) -> None:
+        super().__init__()
+        self.d_model, self.max_len = d_model, max_len
+        self.register_buffer("table", sinusoidal_table(max_len, d_model), persistent=False)
+
+    def forward(self, x: torch.Tensor, offset: int = 0) -> torch.Tensor:
+        _check_input(x, self.d_model, offset, self.max_len)
+        return x + self.table[offset:offset + x.shape[1]].to(x.dtype)
+
+
+class LearnedPositions(nn.Module):
+    """``x + P[offset : offset + T]`` with P a trained (max_len, D) table (BERT, GPT-2)."""
+
+    def __init__(self, d_model: int, max_len: int = 512) -> None:
+        super().__init__()
+        self.d_model, self.max_len = d_model, max_len
+        self.table = nn.Embedding(max_len, d_model)
+        nn.init.normal_(self.table.weight, std=0.02)
+
+    def forward(self, x: torch.Tensor, offset: int = 0) -> torch.Tensor:
+        _check_input(x, self.d_model, offset, self.max_len)
+        return x + self.table.weight[offset:offset + x.shape[1]]
+
+
+POSITIONS = {"sinusoidal": SinusoidalPositions, "learned": LearnedPositions}
