@@ -10,7 +10,8 @@ captioner all train through the same code::
 
 Per epoch the history records ``train_loss`` (the batch-size-weighted mean of the batch losses),
 ``val_loss`` (same, on ``val_batches``), every metric, ``grad_norm`` (mean norm before clipping),
-``lr`` and ``time_s``.
+``lr``, ``time_s`` (the epoch's wall time, evaluation included) and ``train_s`` (training time
+so far: the seconds spent in training steps, evaluation excluded).
 """
 
 from __future__ import annotations
@@ -241,8 +242,9 @@ def fit(
     ``torch.float16``) turns on ``torch.autocast``, with gradient scaling for float16.
     ``metrics`` maps names to ``metric(model) -> float``, evaluated after each epoch in eval mode
     without gradients. ``live_plot`` draws the curves as they grow (default: in notebooks only).
-    ``max_time_s`` is a training-time budget: the epoch in which it runs out is the last (it
-    stops after the current batch) and ``history.stopped_by_time`` is set.
+    ``max_time_s`` is a training-time budget: only time in training steps counts (validation,
+    metrics and callbacks do not); the epoch in which it runs out is the last (it stops after the
+    current batch) and ``history.stopped_by_time`` is set.
     """
     if epochs < 1:
         raise ValueError(f"epochs must be at least 1, got {epochs}")
@@ -268,7 +270,7 @@ def fit(
     best_value: float | None = None
     best_state: dict[str, torch.Tensor] | None = None
     epochs_without_gain = 0
-    started = time.perf_counter()
+    trained_s = 0.0  # seconds spent in training steps; evaluation does not count
     epoch_bar = tqdm(range(1, epochs + 1), desc="epochs", disable=not progress)
     # One batch bar, reset every epoch, rather than a new bar (and widget) per epoch.
     batch_bar = tqdm(desc="batches", leave=False, disable=not progress)
@@ -278,6 +280,7 @@ def fit(
         total, rows, norms = 0.0, 0, []
         batch_bar.reset(total=len(train_batches) if hasattr(train_batches, "__len__") else None)
         batch_bar.set_description(f"epoch {epoch}")
+        train_start = time.perf_counter()
         for step, batch in enumerate(train_batches):
             batch = to_device(batch, device)
             optimizer.zero_grad(set_to_none=True)
@@ -297,9 +300,11 @@ def fit(
             rows += size
             batch_bar.update(1)
             batch_bar.set_postfix(loss=f"{loss.item():.4f}", refresh=False)
-            if max_time_s is not None and time.perf_counter() - started >= max_time_s:
+            if max_time_s is not None and \
+                    trained_s + time.perf_counter() - train_start >= max_time_s:
                 history.stopped_by_time = True
                 break
+        trained_s += time.perf_counter() - train_start
         if rows == 0:
             raise ValueError("train_batches yielded no batches")
 
@@ -313,9 +318,10 @@ def fit(
         record["grad_norm"] = sum(norms) / len(norms)
         record["lr"] = float(optimizer.param_groups[0]["lr"])
         record["time_s"] = time.perf_counter() - start
+        record["train_s"] = trained_s
         history.records.append(record)
         epoch_bar.set_postfix({k: f"{v:.4g}" for k, v in record.items()
-                               if k not in ("epoch", "grad_norm", "lr", "time_s")})
+                               if k not in ("epoch", "grad_norm", "lr", "time_s", "train_s")})
         for callback in callbacks:
             callback.on_epoch_end(epoch, record, model)
 

@@ -84,7 +84,7 @@ def _records(history: Any) -> list[dict[str, float]]:
     return records
 
 
-CURVE_SKIP = {"epoch", "time_s", "lr", "grad_norm"}
+CURVE_SKIP = {"epoch", "time_s", "train_s", "lr", "grad_norm"}
 
 
 def plot_history(

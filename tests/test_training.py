@@ -42,7 +42,7 @@ def test_fit_learns_the_spirals():
     assert history["train_loss"][-1] < 0.25 * history["train_loss"][0]
     assert history["accuracy"][-1] >= 0.95
     assert set(history.keys) >= {"epoch", "train_loss", "val_loss", "accuracy", "grad_norm",
-                                 "lr", "time_s"}
+                                 "lr", "time_s", "train_s"}
     assert not model.training  # handed back in eval mode
 
 
@@ -240,3 +240,29 @@ def test_time_budget_cosine_refuses_bad_settings(kwargs):
     optimizer = torch.optim.SGD([nn.Parameter(torch.zeros(1))], lr=0.1)
     with pytest.raises(ValueError, match="must"):
         time_budget_cosine(optimizer, **kwargs)
+
+
+def test_time_budget_counts_training_steps_only():
+    """Each step sleeps 20 ms and each epoch's metric 150 ms. Counted in wall time, a budget of
+    0.25 s would run out in the second epoch; counted in training steps it lasts about 12
+    steps, several epochs of 2 batches."""
+    import time
+
+    def slow_loss(model, batch):
+        time.sleep(0.02)
+        return CE(model, batch)
+
+    def slow_metric(model):
+        time.sleep(0.15)
+        return 0.0
+
+    train, _, _ = spiral_loaders(n=64)
+    assert len(train) == 2
+    model = ToyClassifier(ToyConfig(hidden=8))
+    history = fit(model, torch.optim.SGD(model.parameters(), lr=0.1), train, slow_loss,
+                  epochs=50, metrics={"slow": slow_metric}, device="cpu", progress=False,
+                  max_time_s=0.25)
+    assert history.stopped_by_time
+    assert 4 <= len(history) <= 7, f"{len(history)} epochs"
+    assert history["train_s"][-1] == pytest.approx(0.25, abs=0.05)
+    assert sum(history["time_s"]) >= history["train_s"][-1] + 0.15 * len(history)
