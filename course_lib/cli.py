@@ -6,6 +6,7 @@
     course grade SUBMISSIONS      autograde submissions into a gradebook CSV and feedback HTML
     course reproduce bottleneck   retrain every translator, write results/bottleneck.json
     course reproduce captioning   retrain both captioners, write results/captioning.json
+    course reproduce transformer  retrain the Transformer, write results/transformer.json
 """
 
 from __future__ import annotations
@@ -34,7 +35,7 @@ def build_parser() -> argparse.ArgumentParser:
     grade.add_argument("--unsafe", action="store_true",
                        help="run submissions without a sandbox when bubblewrap is missing")
     reproduce = commands.add_parser("reproduce", help="retrain and measure a headline result")
-    reproduce.add_argument("experiment", choices=["bottleneck", "captioning"])
+    reproduce.add_argument("experiment", choices=["bottleneck", "captioning", "transformer"])
     reproduce.add_argument("--model", default=None,
                            help="train only this model: none, bahdanau, luong-dot, luong-general, "
                                 "luong-concat, luong-local, luong-local-m or "

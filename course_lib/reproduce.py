@@ -197,19 +197,27 @@ def reproduce_bottleneck(models: str | tuple[str, ...] | list[str] = BOTTLENECK_
             cache_dir=cache_dir)
         entries[name] = entry
         run.models[name], run.histories[name], run.hypotheses[name] = model, history, hypotheses
-    run.result.update({
-        "models": entries,
-        "seed": seed,
-        "profile": get_profile(),
-        "device": str(device),
-        "machine": f"{platform.machine()}, {os.cpu_count()} cores, torch {torch.__version__}",
-        "corpus": {"size": settings.corpus_size, "test_pairs": len(corpus.test)},
-        "settings": asdict(settings),
-    })
+    run.result.update({"models": entries, **run_metadata(seed, device, settings, corpus)})
     if out_dir is not None:
         stem = f"bottleneck-{models}" if isinstance(models, str) else "bottleneck"
         write_results(run.result, Path(out_dir), stem)
     return run
+
+
+def run_metadata(seed: int, device: torch.device, settings, corpus: Corpus | None = None
+                 ) -> dict:
+    """What every ``course reproduce`` result records about its run: seed, profile, device,
+    machine, the corpus size (for translation) and the settings (a dataclass)."""
+    metadata = {
+        "seed": seed,
+        "profile": get_profile(),
+        "device": str(device),
+        "machine": f"{platform.machine()}, {os.cpu_count()} cores, torch {torch.__version__}",
+    }
+    if corpus is not None:
+        metadata["corpus"] = {"size": corpus.config.size, "test_pairs": len(corpus.test)}
+    metadata["settings"] = asdict(settings)
+    return metadata
 
 
 def write_json(result: dict, path: Path) -> Path:
@@ -259,6 +267,14 @@ def results_table(result: dict) -> str:
 
 
 def reproduce_cli(args) -> int:
+    if args.experiment == "transformer":
+        from course_lib.transformer_experiment import transformer_cli
+
+        if args.model is not None or args.dataset is not None:
+            print("course reproduce transformer takes neither --model nor --dataset",
+                  file=sys.stderr)
+            return 2
+        return transformer_cli(args)
     if args.experiment == "captioning":
         from course_lib.caption_experiment import captioning_cli
 

@@ -149,7 +149,8 @@ class MultiHeadAttention(nn.Module):
 
     ``forward(query, key=None, value=None)`` (key and value default to the query:
     self-attention). Masks, True = may attend: ``key_mask`` (B, S) marks real (non-padding)
-    keys; ``attn_mask`` (T, S), (B, T, S) or (B, h, T, S); ``causal=True`` adds
+    keys; ``attn_mask`` (T, S), (B, T, S) or (B, h, T, S), where B and h may be 1;
+    ``causal=True`` adds
     :func:`causal_mask`. ``need_weights=True`` also returns the per-head weights (B, h, T, S),
     computed explicitly. ``cache`` (:class:`KVCache`) holds the keys and values of earlier
     decoding steps.
@@ -231,11 +232,15 @@ class MultiHeadAttention(nn.Module):
             if attn_mask.dtype != torch.bool:
                 raise TypeError(f"attn_mask must be torch.bool (True = may attend), got "
                                 f"{attn_mask.dtype}")
-            shapes = {2: (queries, keys), 3: (batch, queries, keys),
-                      4: (batch, self.num_heads, queries, keys)}
-            if shapes.get(attn_mask.dim()) != tuple(attn_mask.shape):
+            full = {2: (queries, keys), 3: (batch, queries, keys),
+                    4: (batch, self.num_heads, queries, keys)}.get(attn_mask.dim())
+            # B and h may be 1 (shared by every sentence or head); T and S must match.
+            if full is None or tuple(attn_mask.shape[-2:]) != full[-2:] or any(
+                    size not in (1, expected)
+                    for size, expected in zip(attn_mask.shape[:-2], full[:-2], strict=True)):
                 raise ValueError(f"expected attn_mask of shape (T, S) = ({queries}, {keys}), "
-                                 f"(B, T, S) or (B, h, T, S), got {_shape(attn_mask)}")
+                                 f"(B, T, S) or (B, h, T, S) (B and h may be 1), got "
+                                 f"{_shape(attn_mask)}")
             extra = attn_mask.unsqueeze(1) if attn_mask.dim() == 3 else attn_mask
             mask = extra if mask is None else mask & extra
         if causal:

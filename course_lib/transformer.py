@@ -86,7 +86,7 @@ class FeedForward(nn.Module):
         return self.linear2(self.dropout(F.relu(self.linear1(x))))
 
 
-class _Residual(nn.Module):
+class ResidualSublayer(nn.Module):
     """One sub-layer with its residual connection, dropout and LayerNorm:
     post-norm ``LN(x + drop(f(x)))`` or pre-norm ``x + drop(f(LN(x)))``."""
 
@@ -112,8 +112,8 @@ class EncoderBlock(nn.Module):
         self.self_attn = MultiHeadAttention(c.d_model, c.num_heads, c.dropout,
                                             implementation=c.attention)
         self.ffn = FeedForward(c.d_model, c.d_ff, c.dropout)
-        self.attn_sublayer = _Residual(c.d_model, c.dropout, c.norm_first)
-        self.ffn_sublayer = _Residual(c.d_model, c.dropout, c.norm_first)
+        self.attn_sublayer = ResidualSublayer(c.d_model, c.dropout, c.norm_first)
+        self.ffn_sublayer = ResidualSublayer(c.d_model, c.dropout, c.norm_first)
 
     def forward(self, x: torch.Tensor, key_mask: torch.Tensor | None = None,
                 need_weights: bool = False) -> tuple[torch.Tensor, torch.Tensor | None]:
@@ -139,9 +139,9 @@ class DecoderBlock(nn.Module):
         self.cross_attn = MultiHeadAttention(c.d_model, c.num_heads, c.dropout,
                                              implementation=c.attention)
         self.ffn = FeedForward(c.d_model, c.d_ff, c.dropout)
-        self.self_sublayer = _Residual(c.d_model, c.dropout, c.norm_first)
-        self.cross_sublayer = _Residual(c.d_model, c.dropout, c.norm_first)
-        self.ffn_sublayer = _Residual(c.d_model, c.dropout, c.norm_first)
+        self.self_sublayer = ResidualSublayer(c.d_model, c.dropout, c.norm_first)
+        self.cross_sublayer = ResidualSublayer(c.d_model, c.dropout, c.norm_first)
+        self.ffn_sublayer = ResidualSublayer(c.d_model, c.dropout, c.norm_first)
 
     def forward(self, y: torch.Tensor, memory: torch.Tensor,
                 memory_mask: torch.Tensor | None = None, need_weights: bool = False,
@@ -218,6 +218,14 @@ class Transformer(nn.Module):
         scaled = embedding(tokens) * math.sqrt(self.config.d_model)  # (B, T, D)
         return self.dropout(positions(scaled, offset))
 
+    def embed_source(self, src: torch.Tensor) -> torch.Tensor:
+        """The encoder's input, ``√D · E[src] + PE``. Shapes: (B, S) -> (B, S, D)."""
+        return self._embed(src, self.src_embed, self.src_positions)
+
+    def embed_target(self, tgt: torch.Tensor, offset: int = 0) -> torch.Tensor:
+        """The decoder's input for target positions ``offset`` onwards. (B, T) -> (B, T, D)."""
+        return self._embed(tgt, self.tgt_embed, self.tgt_positions, offset)
+
     def encode(self, src: torch.Tensor, src_lengths: torch.Tensor | None = None,
                maps: AttentionMaps | None = None) -> Memory:
         """Run the encoder stack. Shapes: ``src`` (B, S) -> Memory((B, S, D), (B, S))."""
@@ -232,7 +240,7 @@ class Transformer(nn.Module):
                                  f"{tuple(src_lengths.shape)}")
             positions = torch.arange(src.shape[1], device=src.device)  # (S,)
             mask = positions.unsqueeze(0) < src_lengths.to(src.device).unsqueeze(1)  # (B, S)
-        x = self._embed(src, self.src_embed, self.src_positions)
+        x = self.embed_source(src)
         for layer in self.encoder_layers:
             x, weights = layer(x, mask, need_weights=maps is not None)
             if maps is not None:
@@ -248,7 +256,7 @@ class Transformer(nn.Module):
             raise ValueError(f"expected tgt_in of shape (B, T) with B = "
                              f"{memory.states.shape[0]}, got {tuple(tgt_in.shape)}")
         offset = 0 if cache is None else cache.length
-        y = self._embed(tgt_in, self.tgt_embed, self.tgt_positions, offset)
+        y = self.embed_target(tgt_in, offset)
         for index, layer in enumerate(self.decoder_layers):
             caches = None if cache is None else cache.layers[index]
             y, self_weights, cross_weights = layer(y, memory.states, memory.mask,

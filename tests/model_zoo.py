@@ -27,9 +27,9 @@ from course_lib.transformer import (
     DecoderBlock,
     EncoderBlock,
     FeedForward,
+    ResidualSublayer,
     Transformer,
     TransformerConfig,
-    _Residual,
 )
 
 SEQ = Seq2SeqConfig(12, 14, embed_dim=6, hidden_size=8)
@@ -117,7 +117,7 @@ ZOO = [
     ZooEntry(EncoderBlock, lambda: EncoderBlock(TRANSFORMER),
              lambda device: (torch.randn(2, 5, 8, device=device),
                              torch.ones(2, 5, dtype=torch.bool, device=device))),
-    ZooEntry(_Residual, lambda: EncoderBlock(TRANSFORMER),
+    ZooEntry(ResidualSublayer, lambda: EncoderBlock(TRANSFORMER),
              lambda device: (torch.randn(2, 5, 8, device=device),)),
     ZooEntry(DecoderBlock, lambda: DecoderBlock(TRANSFORMER),
              lambda device: (torch.randn(2, 3, 8, device=device),

@@ -95,6 +95,17 @@ def copied_pair(d_model=16, heads=4, bias=True, implementation="fused", seed=0):
     return MultiHeadAttention.from_torch(theirs, implementation).eval(), theirs.eval()
 
 
+def test_a_mask_shared_by_every_head_or_sentence_broadcasts():
+    ours, _ = copied_pair()
+    x = torch.randn(2, 5, 16, generator=torch.Generator().manual_seed(8))
+    mask = random_mask((2, 5, 5))
+    expected, _ = ours(x, attn_mask=mask)
+    for shared in (mask.unsqueeze(1), mask.unsqueeze(1).expand(2, 4, 5, 5)):  # (B, 1 or h, T, S)
+        torch.testing.assert_close(ours(x, attn_mask=shared)[0], expected)
+    one = random_mask((1, 1, 5, 5))
+    torch.testing.assert_close(ours(x, attn_mask=one)[0], ours(x, attn_mask=one[0, 0])[0])
+
+
 @pytest.mark.parametrize("implementation", ["explicit", "fused"])
 @pytest.mark.parametrize("bias", [True, False])
 def test_multi_head_attention_matches_torch_with_copied_weights(implementation, bias):
@@ -192,5 +203,7 @@ def test_multi_head_attention_rejects_bad_input():
         ours(torch.randn(2, 5, 16), key_mask=torch.ones(2, 4, dtype=torch.bool))
     with pytest.raises(ValueError, match=r"attn_mask of shape \(T, S\) = \(5, 5\)"):
         ours(torch.randn(2, 5, 16), attn_mask=torch.ones(5, 4, dtype=torch.bool))
+    with pytest.raises(ValueError, match=r"B and h may be 1\), got \(2, 3, 5, 5\)"):
+        ours(torch.randn(2, 5, 16), attn_mask=torch.ones(2, 3, 5, 5, dtype=torch.bool))
     with pytest.raises(TypeError, match="torch.bool"):
         ours(torch.randn(2, 5, 16), attn_mask=torch.ones(5, 5))

@@ -5,6 +5,7 @@ import pytest
 import torch
 from torch import nn
 
+from course_lib import decoding
 from course_lib.data.sequence_tasks import exact_match, sequence_task
 from course_lib.data.vocab import BOS_ID, EOS_ID, PAD_ID
 from course_lib.self_attention import MultiHeadAttention
@@ -193,6 +194,23 @@ def test_beam_of_one_is_greedy_and_a_wide_beam_scores_at_least_as_well():
     wide = model.beam_search(src, lengths, beam_size=6, max_len=10)
     finished = (wide == EOS_ID).any(-1) & (greedy == EOS_ID).any(-1)
     assert bool((log_prob(wide)[finished] >= log_prob(greedy)[finished] - 1e-5).all())
+
+
+def test_beam_search_stops_early_with_the_same_answer(monkeypatch):
+    """With α = 0 the search may stop once no live hypothesis can overtake the best finished
+    one; searching on to max_len must give the same outputs."""
+    model = small_model(seed=4)
+    src, lengths = source_batch()
+    calls = []
+    decode = model.decode
+    monkeypatch.setattr(model, "decode", lambda *a, **k: calls.append(1) or decode(*a, **k))
+    early = model.beam_search(src, lengths, beam_size=4, max_len=30)
+    early_steps = len(calls)
+    monkeypatch.setattr(decoding, "_settled", lambda scores, finished: False)
+    full = model.beam_search(src, lengths, beam_size=4, max_len=30)
+    assert early_steps < len(calls) - 1  # it did stop early here
+    assert torch.equal(early, full[:, :early.shape[1]])
+    assert bool((full[:, early.shape[1]:] == PAD_ID).all())
 
 
 def test_label_smoothed_loss_is_pytorchs():
