@@ -12,6 +12,10 @@ ALLOW_ROOT := $(if $(filter 0,$(shell id -u)),--allow-root)
 # Notebooks under test run in the fast profile (tiny sizes); `make test-full` runs what a learner runs.
 NOTEBOOK_DIRS := notebooks solutions
 PYTEST_NOTEBOOKS := --nbval-lax --nbval-current-env --nbval-cell-timeout=600
+# One pytest worker per core; a test file or notebook stays on one worker, in order (loadscope),
+# and tests/conftest.py gives each worker its share of the cores' threads. PYTEST_PARALLEL= runs
+# everything in one process.
+PYTEST_PARALLEL ?= -n auto --dist loadscope
 
 .PHONY: lab test setup test-full check exercises clean-notebooks clean
 
@@ -25,7 +29,8 @@ lab: setup
 
 test: setup
 	$(BIN)/ruff check .
-	COURSE_PROFILE=fast $(BIN)/python -m pytest tests $(NOTEBOOK_DIRS) $(PYTEST_NOTEBOOKS) --durations=15
+	COURSE_PROFILE=fast $(BIN)/python -m pytest $(PYTEST_PARALLEL) tests $(NOTEBOOK_DIRS) \
+		$(PYTEST_NOTEBOOKS) --durations=15
 
 test-full: setup
 	COURSE_PROFILE=full $(BIN)/python -m pytest tests -m slow

@@ -109,3 +109,24 @@ def to_device(batch: T, device: torch.device | str, non_blocking: bool = False) 
         }
         return dataclasses.replace(batch, **changes)
     return batch
+
+
+def synchronize(device: torch.device | str | None) -> None:
+    """Wait for the work queued on ``device`` (CUDA and MPS run asynchronously), so that a clock
+    read afterwards sees it done. Does nothing for the CPU or None."""
+    if device is None:
+        return
+    device = torch.device(device)
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+    elif device.type == "mps":
+        torch.mps.synchronize()
+
+
+def bench_devices(cuda: bool | None = None) -> list[torch.device]:
+    """The devices ``course bench`` measures on: always the CPU, then the first CUDA GPU when
+    ``cuda`` is True, or, for ``cuda=None``, when one is available."""
+    use_cuda = torch.cuda.is_available() if cuda is None else cuda
+    if use_cuda and not torch.cuda.is_available():
+        raise ValueError("cuda=True but torch.cuda.is_available() is False")
+    return [torch.device("cpu")] + ([torch.device("cuda", 0)] if use_cuda else [])

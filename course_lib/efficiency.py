@@ -36,6 +36,7 @@ from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils._pytree import tree_flatten
 
 from course_lib.data.vocab import BOS_ID, PAD_ID
+from course_lib.device import synchronize
 from course_lib.self_attention import causal_mask, scaled_dot_product_attention
 
 # ---------------------------------------------------------------------------------------------
@@ -108,16 +109,6 @@ class GreedySteps(NamedTuple):
     step_s: list[float]
 
 
-def _synchronize(device: torch.device | None) -> None:
-    """Wait for queued GPU work (CUDA and MPS run asynchronously), so a clock sees it."""
-    if device is None:
-        return
-    if device.type == "cuda":
-        torch.cuda.synchronize(device)
-    elif device.type == "mps":
-        torch.mps.synchronize()
-
-
 def greedy_steps(model, src: torch.Tensor, src_lengths: torch.Tensor | None, steps: int,
                  use_cache: bool = True) -> GreedySteps:
     """Exactly ``steps`` greedy decoding steps of a Transformer, ignoring EOS, timed one by one.
@@ -142,12 +133,12 @@ def greedy_steps(model, src: torch.Tensor, src_lengths: torch.Tensor | None, ste
         prefix = torch.full((src.shape[0], 1), BOS_ID, dtype=torch.long, device=device)  # (B, 1)
         times = []
         for _ in range(steps):
-            _synchronize(device)
+            synchronize(device)
             start = time.perf_counter()
             new_words = prefix[:, -1:] if use_cache else prefix  # (B, 1) or (B, t + 1)
             logits = model.decode(new_words, memory, cache)[:, -1]  # (B, V)
             prefix = torch.cat([prefix, logits.argmax(dim=-1, keepdim=True)], dim=1)  # (B, t+2)
-            _synchronize(device)
+            synchronize(device)
             times.append(time.perf_counter() - start)
     return GreedySteps(prefix[:, 1:], times)
 
@@ -291,11 +282,11 @@ def peak_memory(fn: Callable[[], Any], how: str = "tensors",
         device = torch.device(device) if device is not None else None
         if device is None or device.type != "cuda":
             raise ValueError(f"how='allocator' needs a CUDA device, got {device}")
-        torch.cuda.synchronize(device)
+        synchronize(device)
         before = torch.cuda.memory_allocated(device)
         torch.cuda.reset_peak_memory_stats(device)
         result = fn()
-        torch.cuda.synchronize(device)
+        synchronize(device)
         peak = torch.cuda.max_memory_allocated(device) - before
         del result
         return peak
@@ -332,10 +323,10 @@ def median_seconds(fn: Callable[[], Any], repeats: int = 5, warmup: int = 1,
         fn()
     times = []
     for _ in range(repeats):
-        _synchronize(device)
+        synchronize(device)
         start = time.perf_counter()
         fn()
-        _synchronize(device)
+        synchronize(device)
         times.append(time.perf_counter() - start)
     return statistics.median(times)
 

@@ -117,6 +117,22 @@ def checkpoint_path(name: str, corpus: Corpus, settings: BottleneckSettings,
                                              corpus.config.key(), asdict(settings)], cache_dir)
 
 
+def translation_entry(scores: dict, model: torch.nn.Module, history, wall_s: float,
+                      alignment: float | None = None) -> dict:
+    """A translation model's JSON record (the same keys for every model of every command):
+    test BLEU overall and by source length, alignment accuracy (None without attention), size,
+    training time, epochs and final training loss."""
+    return {
+        "bleu": _rounded(scores["bleu"]),
+        "bleu_by_length": {k: _rounded(v) for k, v in scores["bleu_by_length"].items()},
+        "alignment_accuracy": _rounded(alignment, 4),
+        "params": sum(p.numel() for p in model.parameters()),
+        "wall_s": round(wall_s, 1),
+        "epochs": len(history),
+        "final_train_loss": round(history["train_loss"][-1], 4),
+    }
+
+
 def train_and_measure(name: str, corpus: Corpus, vocabs: Vocabs, settings: BottleneckSettings,
                       device: torch.device, progress: bool = True,
                       live_plot: bool | None = None, cache_dir: Path | None = None):
@@ -132,15 +148,7 @@ def train_and_measure(name: str, corpus: Corpus, vocabs: Vocabs, settings: Bottl
                                        progress=progress, live_plot=live_plot)
     scores = evaluate_translator(model, corpus.test, vocabs)
     alignment = None if name == "none" else evaluate_alignment(model, corpus.test, vocabs)
-    entry = {
-        "bleu": _rounded(scores["bleu"]),
-        "bleu_by_length": {k: _rounded(v) for k, v in scores["bleu_by_length"].items()},
-        "alignment_accuracy": _rounded(alignment, 4),  # None without attention
-        "params": sum(p.numel() for p in model.parameters()),
-        "wall_s": round(wall_s, 1),
-        "epochs": len(history),
-        "final_train_loss": round(history["train_loss"][-1], 4),
-    }
+    entry = translation_entry(scores, model, history, wall_s, alignment)
     if cache_dir is not None:
         save_checkpoint(checkpoint_path(name, corpus, settings, cache_dir), model, model.config,
                         extra={"entry": entry, "history": history.records,

@@ -28,7 +28,7 @@ from course_lib.checkpoint import CheckpointError, load_checkpoint, save_checkpo
 from course_lib.data.batching import BatchIterator, TranslationBatch
 from course_lib.data.corpus import Corpus, CorpusConfig, load_corpus
 from course_lib.data.vocab import PAD_ID
-from course_lib.device import get_device, to_device
+from course_lib.device import get_device, synchronize, to_device
 from course_lib.profile import by_profile, get_profile
 from course_lib.reproduce import (
     DEFAULT_SEED,
@@ -38,6 +38,7 @@ from course_lib.reproduce import (
     load_measured,
     results_table,
     run_metadata,
+    translation_entry,
     write_json,
 )
 from course_lib.seeding import seed_everything
@@ -246,14 +247,12 @@ def step_time_by_length(vocabs: Vocabs, settings: TransformerSettings, device: t
         for attempt in range(repeats + 1):  # the first round warms up and is dropped
             for name, (model, loss_fn) in models.items():
                 model.train()
-                if device.type == "cuda":
-                    torch.cuda.synchronize(device)
+                synchronize(device)
                 start = time.perf_counter()
                 optimizers[name].zero_grad(set_to_none=True)
                 loss_fn(model, batch).backward()
                 optimizers[name].step()
-                if device.type == "cuda":
-                    torch.cuda.synchronize(device)
+                synchronize(device)
                 if attempt:
                     times[name].append(time.perf_counter() - start)
         rows.append({"seq_len": length,
@@ -296,16 +295,7 @@ def reproduce_transformer(seed: int = DEFAULT_SEED, out_dir: Path | None = None,
     device = get_device()
     model, history, curve, scores = _train_or_load(corpus, vocabs, settings, device, reuse,
                                                    cache_dir, progress, live_plot)
-    entry = {
-        "bleu": round(scores["bleu"], 2),
-        "bleu_by_length": {k: None if v is None else round(v, 2)
-                           for k, v in scores["bleu_by_length"].items()},
-        "alignment_accuracy": None,
-        "params": sum(p.numel() for p in model.parameters()),
-        "wall_s": round(history["train_s"][-1], 1),
-        "epochs": len(history),
-        "final_train_loss": round(history["train_loss"][-1], 4),
-    }
+    entry = translation_entry(scores, model, history, history["train_s"][-1])
     references = reference_results(seed, out_dir, corpus, cache_dir, device)
     bahdanau = references.get("bahdanau")
     bahdanau_bleu = None if bahdanau is None else bahdanau["bleu"]

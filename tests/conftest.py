@@ -4,9 +4,18 @@ import os
 
 os.environ.setdefault("MPLBACKEND", "Agg")
 os.environ.setdefault("COURSE_PROFILE", "fast")
+# Under pytest-xdist (`make test` runs two workers) each worker, and every kernel it starts,
+# gets an equal share of the cores: two workers each using every core would oversubscribe them,
+# which makes OpenMP spin and slows both many times over.
+if os.environ.get("PYTEST_XDIST_WORKER"):
+    _share = max(1, (os.cpu_count() or 1) // int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", 1)))
+    os.environ["OMP_NUM_THREADS"] = os.environ["MKL_NUM_THREADS"] = str(_share)
 
 import pytest  # noqa: E402
 import torch  # noqa: E402
+
+if os.environ.get("PYTEST_XDIST_WORKER"):
+    torch.set_num_threads(int(os.environ["OMP_NUM_THREADS"]))
 
 from course_lib.device import mps_available  # noqa: E402
 

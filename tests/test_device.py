@@ -5,7 +5,7 @@ import pytest
 import torch
 
 from course_lib import device as device_mod
-from course_lib.device import choose_device, get_device, to_device
+from course_lib.device import choose_device, get_device, synchronize, to_device
 
 
 def test_override_cpu(monkeypatch):
@@ -112,3 +112,25 @@ def test_get_device_prefers_cuda_when_present(no_device_override):
 def test_get_device_uses_mps_on_macs(no_device_override, monkeypatch):
     monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
     assert get_device().type == "mps"
+
+
+def test_synchronize_waits_only_on_asynchronous_devices(monkeypatch):
+    calls = []
+    monkeypatch.setattr(torch.cuda, "synchronize", lambda device=None: calls.append(device))
+    synchronize(None)
+    synchronize("cpu")
+    assert calls == []
+    synchronize("cuda:0")
+    assert calls == [torch.device("cuda:0")]
+
+
+def test_bench_devices_are_the_cpu_then_a_gpu_only_when_present():
+    from course_lib.device import bench_devices
+
+    assert bench_devices(cuda=False) == [torch.device("cpu")]
+    if not torch.cuda.is_available():
+        assert bench_devices() == [torch.device("cpu")]
+        with pytest.raises(ValueError, match="torch.cuda.is_available"):
+            bench_devices(cuda=True)
+    else:
+        assert bench_devices() == [torch.device("cpu"), torch.device("cuda", 0)]

@@ -1,7 +1,8 @@
 """Autograding end to end: correct, untouched and misbehaving submissions in one batch.
 
-The batch is graded once per test session (module fixture) with a short cell timeout; each test
-then reads its rows. Sandbox tests need bubblewrap; CI installs it, so there they must not skip.
+The batch is graded once per test session (module fixture) with a short cell timeout, on two
+worker processes; each test then reads its rows. Sandbox tests need bubblewrap; CI installs
+it, so there they must not skip.
 """
 
 import copy
@@ -123,7 +124,7 @@ attempt("network", lambda: __import__("socket").create_connection(("1.1.1.1", 53
     put("wrong_lesson", solution(), lesson="99_no_such_lesson")
 
     before = tree_digest(subs)
-    rows = grade(subs, out, timeout=TIMEOUT_S, memory_gb=3.0)
+    rows = grade(subs, out, timeout=TIMEOUT_S, memory_gb=3.0, workers=2)
     by_student = {}
     for row in rows:
         by_student.setdefault(row.student, {})[(row.lesson, row.exercise)] = row
@@ -258,21 +259,31 @@ def hidden_test_lines():
 
 
 @needs_sandbox
-def test_regrading_is_idempotent(batch, tmp_path):
-    # One lesson is enough: idempotence is the grader's property (the batch fixture grades every
-    # lesson once).
-    subs = tmp_path / "subs"
-    for student in ("solution", "untouched"):
+def test_regrading_one_by_one_gives_the_batchs_files(batch, tmp_path):
+    # Idempotence and independence from the number of workers in one go: one lesson's folders,
+    # regraded by a single process, must give the rows and feedback files the two-worker batch
+    # gave them. One lesson is enough, these are the grader's properties.
+    subs, students = tmp_path / "subs", ("solution", "untouched")
+    for student in students:
         target = subs / student / FIRST
         target.mkdir(parents=True)
         for f in (batch["subs"] / student / FIRST).iterdir():
             target.joinpath(f.name).write_bytes(f.read_bytes())
     out = tmp_path / "gb" / "gradebook.csv"
-    grade(subs, out, timeout=TIMEOUT_S)
-    first = out.read_bytes(), tree_digest(out.parent / "feedback")
-    grade(subs, out, timeout=TIMEOUT_S)
-    assert (out.read_bytes(), tree_digest(out.parent / "feedback")) == first
+    rows = grade(subs, out, timeout=TIMEOUT_S, memory_gb=3.0, workers=1)
+    assert rows == [r for r in batch["rows"] if r.student in students and r.lesson == FIRST]
+    for student in students:
+        again, first = (folder / "feedback" / student / FIRST
+                        for folder in (out.parent, batch["out"].parent))
+        assert tree_digest(again) == tree_digest(first)
     assert sorted(p.name for p in out.parent.iterdir()) == ["feedback", "gradebook.csv"]
+
+
+def test_workers_must_be_a_positive_whole_number(tmp_path):
+    (tmp_path / "subs").mkdir()
+    for bad in (0, -1, 1.5, True):
+        with pytest.raises(GradingError, match="workers must be a whole number >= 1"):
+            grade(tmp_path / "subs", tmp_path / "gradebook.csv", workers=bad)
 
 
 def test_gradebook_write_is_atomic(tmp_path, monkeypatch):

@@ -12,17 +12,23 @@ notebook) and copied in; ``autograde`` then restores locked and test cells from 
 (nbgrader's checksums), runs the notebook in the sandbox (:mod:`course_lib.grading.sandbox`) and
 scores each test cell. The submissions folder is only read. Outputs are written atomically, and
 grading the same folder twice gives the same files.
+
+With ``workers`` > 1 (``course grade --workers N``) that many processes each keep their own
+workspace and take (student, lesson) folders from a shared queue; the gradebook and feedback do
+not depend on the number of workers.
 """
 
 from __future__ import annotations
 
 import csv
 import io
+import multiprocessing
 import os
 import shutil
 import tempfile
 import warnings
 from collections.abc import Iterable
+from concurrent.futures import ProcessPoolExecutor
 from dataclasses import astuple, dataclass, fields
 from pathlib import Path
 
@@ -187,7 +193,8 @@ class RedactHiddenTests(Preprocessor):
         return cell, resources
 
 
-def grading_config(workspace: Path, timeout: int, memory_gb: float, unsafe: bool):
+def grading_config(workspace: Path, timeout: int, memory_gb: float, unsafe: bool,
+                   kernel_threads: int | None = None):
     config = nbgrader_config(workspace, db_path=workspace / "gradebook.db")
     config.CourseDirectory.source_directory = "source"
     config.CourseDirectory.release_directory = "release"
@@ -198,6 +205,8 @@ def grading_config(workspace: Path, timeout: int, memory_gb: float, unsafe: bool
     config.SandboxedExecute.timeout = timeout
     config.SandboxedExecute.memory_gb = memory_gb
     config.SandboxedExecute.unsafe = unsafe
+    if kernel_threads is not None:
+        config.SandboxedExecute.threads = kernel_threads
     config.GenerateFeedback.preprocessors = [
         GetGrades, ClearHiddenTests, RedactHiddenTests, CSSHTMLHeaderPreprocessor,
     ]
@@ -220,16 +229,30 @@ def student_folders(submissions: Path) -> Iterable[Path]:
             yield path
 
 
+def available_cpus() -> int:
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # macOS
+        return os.cpu_count() or 1
+
+
 def grade(submissions: Path, out: Path, *, root: Path = COURSE_ROOT,
           timeout: int = DEFAULT_CELL_TIMEOUT_S, memory_gb: float = DEFAULT_MEMORY_GB,
-          unsafe: bool = False) -> list[GradeRow]:
-    """Grade every submission under ``submissions``; write ``out`` and ``feedback/`` beside it."""
+          unsafe: bool = False, workers: int = 1) -> list[GradeRow]:
+    """Grade every submission under ``submissions``; write ``out`` and ``feedback/`` beside it.
+
+    ``workers`` processes grade (student, lesson) folders side by side, each in its own nbgrader
+    workspace, and each kernel gets ``cpus // workers`` threads, so parallel grading never
+    oversubscribes the machine. The rows and files are the same for any number of workers.
+    """
     submissions, out = Path(submissions).resolve(), Path(out).resolve()
     if not submissions.is_dir():
         raise GradingError(f"{submissions} is not a folder of submissions")
     if out.is_relative_to(submissions):
         raise GradingError(f"the gradebook {out} must not be inside the submissions folder "
                            f"{submissions}: grading never writes there")
+    if isinstance(workers, bool) or not isinstance(workers, int) or workers < 1:
+        raise GradingError(f"workers must be a whole number >= 1, got {workers!r}")
     if not sandbox_available() and not unsafe:
         raise GradingError(
             "bubblewrap (bwrap) is not available, so submissions cannot be isolated. Install it "
@@ -239,28 +262,88 @@ def grade(submissions: Path, out: Path, *, root: Path = COURSE_ROOT,
         raise GradingError(f"no exercise sources under {root / SOURCE_DIRECTORY}")
     ensure_environment_on_path()
 
-    rows: list[GradeRow] = []
-    with tempfile.TemporaryDirectory(prefix="course-grade-") as scratch, \
-            warnings.catch_warnings():
-        warnings.filterwarnings("ignore", category=SAWarning)  # nbgrader's own session noise
-        workspace = Path(scratch)
-        for lesson in lessons:
-            shutil.copytree(root / SOURCE_DIRECTORY / lesson, workspace / "source" / lesson)
-        config = grading_config(workspace, timeout, memory_gb, unsafe)
-        api = NbGraderAPI(coursedir=CourseDirectory(config=config), config=config)
-        for lesson in lessons:
-            result = api.generate_assignment(lesson, force=True, create=True)
-            if not result["success"]:
-                raise GradingError(f"nbgrader could not prepare {lesson}: {_failure_text(result)}")
-        expected = {lesson: {nb.stem: exercises_of(nb) for nb in source_notebooks(lesson, root)}
-                    for lesson in lessons}
-        feedback_stage = workspace / "feedback-out"
-        for student_dir in student_folders(submissions):
-            for lesson_dir in sorted(p for p in student_dir.iterdir() if p.is_dir()):
-                rows += grade_one(api, workspace, student_dir.name, lesson_dir, expected,
-                                  feedback_stage, timeout, memory_gb)
-        write_outputs(rows, out, feedback_stage)
+    units = [(student_dir.name, lesson_dir) for student_dir in student_folders(submissions)
+             for lesson_dir in sorted(p for p in student_dir.iterdir() if p.is_dir())]
+    workers = max(1, min(workers, len(units)))
+    with tempfile.TemporaryDirectory(prefix="course-grade-") as scratch:
+        settings = GraderSettings(root=root, scratch=Path(scratch), timeout=timeout,
+                                  memory_gb=memory_gb, unsafe=unsafe,
+                                  kernel_threads=max(1, available_cpus() // workers))
+        if workers == 1:
+            grader = LessonGrader(settings)
+            rows_by_unit = [grader.grade(student, lesson_dir) for student, lesson_dir in units]
+        else:
+            context = multiprocessing.get_context("spawn")  # no fork of a process holding torch
+            with ProcessPoolExecutor(workers, mp_context=context, initializer=_start_worker,
+                                     initargs=(settings,)) as pool:
+                rows_by_unit = list(pool.map(_grade_in_worker, units))
+        rows = [row for unit_rows in rows_by_unit for row in unit_rows]
+        write_outputs(rows, out, settings.feedback_stage)
     return rows
+
+
+@dataclass(frozen=True)
+class GraderSettings:
+    """What every grading process needs; ``scratch`` is the batch's temporary folder."""
+
+    root: Path
+    scratch: Path
+    timeout: int
+    memory_gb: float
+    unsafe: bool
+    kernel_threads: int
+
+    @property
+    def feedback_stage(self) -> Path:
+        return self.scratch / "feedback-out"
+
+
+class LessonGrader:
+    """One nbgrader workspace (one database), preparing each lesson the first time it is met."""
+
+    def __init__(self, settings: GraderSettings):
+        self.settings = settings
+        self.workspace = Path(tempfile.mkdtemp(prefix="workspace-", dir=settings.scratch))
+        config = grading_config(self.workspace, settings.timeout, settings.memory_gb,
+                                settings.unsafe, settings.kernel_threads)
+        self.api = NbGraderAPI(coursedir=CourseDirectory(config=config), config=config)
+        self.expected = {
+            lesson: {nb.stem: exercises_of(nb) for nb in source_notebooks(lesson, settings.root)}
+            for lesson in lessons_with_exercises(settings.root)}
+        self.prepared: set[str] = set()
+
+    def prepare(self, lesson: str) -> None:
+        if lesson in self.prepared or lesson not in self.expected:
+            return
+        shutil.copytree(self.settings.root / SOURCE_DIRECTORY / lesson,
+                        self.workspace / "source" / lesson)
+        with warnings.catch_warnings():
+            warnings.filterwarnings("ignore", category=SAWarning)  # nbgrader's session noise
+            result = self.api.generate_assignment(lesson, force=True, create=True)
+        if not result["success"]:
+            raise GradingError(f"nbgrader could not prepare {lesson}: {_failure_text(result)}")
+        self.prepared.add(lesson)
+
+    def grade(self, student: str, lesson_dir: Path) -> list[GradeRow]:
+        self.prepare(lesson_dir.name)
+        with warnings.catch_warnings():
+            warnings.filterwarnings("ignore", category=SAWarning)
+            return grade_one(self.api, self.workspace, student, lesson_dir, self.expected,
+                             self.settings.feedback_stage, self.settings.timeout,
+                             self.settings.memory_gb)
+
+
+_WORKER: LessonGrader | None = None
+
+
+def _start_worker(settings: GraderSettings) -> None:
+    global _WORKER
+    _WORKER = LessonGrader(settings)
+
+
+def _grade_in_worker(unit: tuple[str, Path]) -> list[GradeRow]:
+    assert _WORKER is not None, "the pool initializer did not run"
+    return _WORKER.grade(*unit)
 
 
 def grade_one(api, workspace, student, lesson_dir, expected, feedback_stage, timeout,
@@ -378,7 +461,7 @@ def grade_cli(args) -> int:
         print("course grade: WARNING: no sandbox (bubblewrap) here; running submissions "
               "unisolated because --unsafe was given")
     rows = grade(Path(args.submissions), Path(args.out), timeout=timeout, memory_gb=memory_gb,
-                 unsafe=args.unsafe)
+                 unsafe=args.unsafe, workers=args.workers)
     print(f"graded {len({(r.student, r.lesson) for r in rows})} submission(s); "
           f"gradebook: {args.out}; feedback: {Path(args.out).parent / 'feedback'}")
     print(summary(rows))

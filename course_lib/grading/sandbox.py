@@ -71,9 +71,16 @@ def bwrap_command(workdir: Path) -> list[str]:
     return command
 
 
-def sandbox_environment(home: str) -> dict[str, str]:
-    """A minimal environment: no secrets or settings of the grader leak in."""
-    return {
+def sandbox_environment(home: str, threads: int | None = None) -> dict[str, str]:
+    """A minimal environment: no secrets or settings of the grader leak in.
+
+    ``threads`` caps the kernel's math libraries (OpenMP, MKL, OpenBLAS), so that kernels
+    graded side by side share the cores instead of fighting over them.
+    """
+    caps = {} if threads is None else {
+        name: str(threads) for name in ("OMP_NUM_THREADS", "MKL_NUM_THREADS",
+                                        "OPENBLAS_NUM_THREADS")}
+    return caps | {
         "PATH": f"{Path(sys.executable).parent}:/usr/bin:/bin",
         "HOME": home,
         "TMPDIR": f"{home}/tmp",
@@ -105,7 +112,8 @@ def failed_notebook(nb, reason: str):
 
 
 def execute_isolated(nb, workdir: Path, *, cell_timeout: int = DEFAULT_CELL_TIMEOUT_S,
-                     memory_gb: float = DEFAULT_MEMORY_GB, unsafe: bool = False):
+                     memory_gb: float = DEFAULT_MEMORY_GB, unsafe: bool = False,
+                     threads: int | None = None):
     """Execute ``nb`` with ``workdir`` as its (writable) folder; return the executed notebook.
 
     With bwrap, the notebook runs in the sandbox; without it, only if ``unsafe`` (a plain
@@ -130,7 +138,7 @@ def execute_isolated(nb, workdir: Path, *, cell_timeout: int = DEFAULT_CELL_TIME
     try:
         done = subprocess.run(
             command, input=nbformat.writes(nb).encode("utf-8"), capture_output=True,
-            timeout=deadline, cwd=workdir, env=sandbox_environment(home),
+            timeout=deadline, cwd=workdir, env=sandbox_environment(home, threads),
             preexec_fn=lambda: _limit_resources(memory_bytes),  # noqa: PLW1509 - no threads here
         )
     except subprocess.TimeoutExpired:
@@ -166,11 +174,15 @@ class SandboxedExecute(NbGraderPreprocessor):
     timeout = Integer(DEFAULT_CELL_TIMEOUT_S, help="seconds each cell may run").tag(config=True)
     memory_gb = Float(DEFAULT_MEMORY_GB, help="address-space limit of the run").tag(config=True)
     unsafe = Bool(False, help="run without a sandbox when bwrap is missing").tag(config=True)
+    threads = Integer(None, allow_none=True,
+                      help="math-library threads of the kernel (None: the libraries' default)"
+                      ).tag(config=True)
 
     def preprocess(self, nb, resources):
         folder = Path(resources["metadata"]["path"])
         with tempfile.TemporaryDirectory(prefix="course-sandbox-") as scratch:
             workdir = copy_without_notebooks(folder, Path(scratch) / "submission")
             executed = execute_isolated(nb, workdir, cell_timeout=self.timeout,
-                                        memory_gb=self.memory_gb, unsafe=self.unsafe)
+                                        memory_gb=self.memory_gb, unsafe=self.unsafe,
+                                        threads=self.threads)
         return executed, resources
