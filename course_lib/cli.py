@@ -7,6 +7,8 @@
     course reproduce bottleneck   retrain every translator, write results/bottleneck.json
     course reproduce captioning   retrain both captioners, write results/captioning.json
     course reproduce transformer  retrain the Transformer, write results/transformer.json
+    course bench                  time course_lib against PyTorch; results/bench.json and
+                                  docs/performance.md
 """
 
 from __future__ import annotations
@@ -32,6 +34,9 @@ def build_parser() -> argparse.ArgumentParser:
                        help="gradebook CSV to write; feedback/ is written beside it")
     grade.add_argument("--timeout", type=int, default=None, help="seconds per cell")
     grade.add_argument("--memory-gb", type=float, default=None, help="memory cap per submission")
+    grade.add_argument("--workers", type=int, default=1,
+                       help="submissions graded side by side (each kernel then gets "
+                            "cpus / workers threads); default 1")
     grade.add_argument("--unsafe", action="store_true",
                        help="run submissions without a sandbox when bubblewrap is missing")
     reproduce = commands.add_parser("reproduce", help="retrain and measure a headline result")
@@ -44,6 +49,20 @@ def build_parser() -> argparse.ArgumentParser:
                            help="captioning only: digits or shapes (default: both)")
     reproduce.add_argument("--seed", type=int, default=0, help="data and initialisation seed")
     reproduce.add_argument("--out-dir", default=None, help="where to write (default: results/)")
+    bench = commands.add_parser(
+        "bench", help="time course_lib against PyTorch; write results/bench.json and "
+                      "docs/performance.md")
+    bench.add_argument("--parts", default=None,
+                       help="comma-separated: attention, transformer_step, kv_cache, lessons "
+                            "(default: all)")
+    bench.add_argument("--lesson-profiles", default="fast,full",
+                       help="profiles to time each lesson in: fast, full or fast,full (default; "
+                            "the full profile trains for minutes where no saved model exists)")
+    bench.add_argument("--lessons", nargs="*", metavar="PREFIX",
+                       help="time only the lessons whose names start so (e.g. 08 09)")
+    bench.add_argument("--out-dir", default=None, help="where bench.json goes (default: results/)")
+    bench.add_argument("--docs", default=None,
+                       help="the Markdown page to write (default: docs/performance.md)")
     return parser
 
 
@@ -84,6 +103,10 @@ def main(argv: list[str] | None = None) -> int:
         from course_lib.reproduce import reproduce_cli
 
         return reproduce_cli(args)
+    if args.command == "bench":
+        from course_lib.bench import bench_cli
+
+        return bench_cli(args)
     return 2  # unreachable: argparse rejects unknown commands
 
 

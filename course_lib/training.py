@@ -12,6 +12,9 @@ Per epoch the history records ``train_loss`` (the batch-size-weighted mean of th
 ``val_loss`` (same, on ``val_batches``), every metric, ``grad_norm`` (mean norm before clipping),
 ``lr``, ``time_s`` (the epoch's wall time, evaluation included) and ``train_s`` (training time
 so far: the seconds spent in training steps, evaluation excluded).
+
+The same loop runs unchanged on every process of a ``torchrun`` job with a
+``DistributedDataParallel`` model (:mod:`course_lib.distributed`); see :func:`fit`.
 """
 
 from __future__ import annotations
@@ -25,6 +28,7 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 import torch
+from torch import distributed as dist
 from torch import nn
 from tqdm.auto import tqdm
 
@@ -133,6 +137,33 @@ def _check_loss(loss: Any, epoch: int, step: int) -> torch.Tensor:
     return loss
 
 
+def _world_size() -> int:
+    """Processes training together: ``torch.distributed``'s world size once it is initialised
+    (under ``torchrun``), else 1."""
+    if dist.is_available() and dist.is_initialized():
+        return dist.get_world_size()
+    return 1
+
+
+def _is_main_process() -> bool:
+    """True on rank 0, and in a run that is not distributed."""
+    return _world_size() == 1 or dist.get_rank() == 0
+
+
+def _sum_over_ranks(values: Sequence[float], device: torch.device) -> list[float]:
+    """Each value summed over every rank (an all-reduce); every rank gets the same sums."""
+    summed = torch.tensor(list(values), dtype=torch.float64, device=device)  # (len(values),)
+    dist.all_reduce(summed, op=dist.ReduceOp.SUM)
+    return summed.tolist()
+
+
+def _any_rank(flag: bool, device: torch.device) -> bool:
+    """True on every rank if ``flag`` is True on any (an all-reduce of the maximum)."""
+    agreed = torch.tensor([int(flag)], device=device)  # (1,)
+    dist.all_reduce(agreed, op=dist.ReduceOp.MAX)
+    return bool(agreed.item())
+
+
 def _mean_loss(model, loss_fn, batches, device, amp_dtype, epoch) -> float:
     total, rows = 0.0, 0
     with torch.no_grad():
@@ -143,6 +174,8 @@ def _mean_loss(model, loss_fn, batches, device, amp_dtype, epoch) -> float:
             size = max(batch_size(batch), 1)
             total += loss.item() * size
             rows += size
+    if _world_size() > 1:
+        total, rows = _sum_over_ranks([total, rows], device)
     if rows == 0:
         raise ValueError("val_batches yielded no batches")
     return total / rows
@@ -245,6 +278,23 @@ def fit(
     ``max_time_s`` is a training-time budget: only time in training steps counts (validation,
     metrics and callbacks do not); the epoch in which it runs out is the last (it stops after the
     current batch) and ``history.stopped_by_time`` is set.
+
+    Under ``torchrun`` with a ``DistributedDataParallel`` model (:mod:`course_lib.distributed`)
+    the loop is the same on every rank; only three things change, and only when
+    ``torch.distributed`` is initialised with more than one process:
+
+    - ``train_loss`` and ``val_loss`` are means over every rank's rows (an all-reduce of the
+      loss sums and row counts), so every rank records the same, global history and early
+      stopping on them is decided alike on every rank;
+    - the ``max_time_s`` stop is agreed (an all-reduce of the maximum of a stop flag after each
+      step): one rank stopping alone would leave the others waiting in their next all-reduce;
+    - progress bars show on rank 0 only.
+
+    In every run, if ``train_batches`` has a ``sampler`` with ``set_epoch`` (a
+    ``DistributedSampler``), ``sampler.set_epoch(epoch - 1)`` is called before each epoch:
+    without it the sampler repeats its first epoch's order. ``metrics`` and ``callbacks`` run on
+    every rank as given; a metric must run on every rank too (a DDP forward may synchronise
+    buffers across ranks), or call ``model.module``.
     """
     if epochs < 1:
         raise ValueError(f"epochs must be at least 1, got {epochs}")
@@ -271,11 +321,16 @@ def fit(
     best_state: dict[str, torch.Tensor] | None = None
     epochs_without_gain = 0
     trained_s = 0.0  # seconds spent in training steps; evaluation does not count
+    distributed = _world_size() > 1
+    progress = progress and _is_main_process()
     epoch_bar = tqdm(range(1, epochs + 1), desc="epochs", disable=not progress)
     # One batch bar, reset every epoch, rather than a new bar (and widget) per epoch.
     batch_bar = tqdm(desc="batches", leave=False, disable=not progress)
+    sampler = getattr(train_batches, "sampler", None)
     for epoch in epoch_bar:
         start = time.perf_counter()
+        if callable(getattr(sampler, "set_epoch", None)):
+            sampler.set_epoch(epoch - 1)  # a new shuffle each epoch, counted from 0
         model.train()
         total, rows, norms = 0.0, 0, []
         batch_bar.reset(total=len(train_batches) if hasattr(train_batches, "__len__") else None)
@@ -300,11 +355,16 @@ def fit(
             rows += size
             batch_bar.update(1)
             batch_bar.set_postfix(loss=f"{loss.item():.4f}", refresh=False)
-            if max_time_s is not None and \
-                    trained_s + time.perf_counter() - train_start >= max_time_s:
-                history.stopped_by_time = True
-                break
+            if max_time_s is not None:
+                out_of_time = trained_s + time.perf_counter() - train_start >= max_time_s
+                if distributed:
+                    out_of_time = _any_rank(out_of_time, device)
+                if out_of_time:
+                    history.stopped_by_time = True
+                    break
         trained_s += time.perf_counter() - train_start
+        if distributed:
+            total, rows = _sum_over_ranks([total, rows], device)
         if rows == 0:
             raise ValueError("train_batches yielded no batches")
 

@@ -17,6 +17,7 @@ from course_lib.attention_seq2seq import (
     BahdanauDecoder,
     LuongDecoder,
 )
+from course_lib.bench import TorchTransformer
 from course_lib.captioning import AttentionLSTMDecoder, CaptionerConfig, CNNEncoder, ShowAttendTell
 from course_lib.hard_attention import HardAttentionConfig, PointerNet
 from course_lib.positions import LearnedPositions, SinusoidalPositions
@@ -125,4 +126,7 @@ ZOO = [
                              torch.ones(2, 5, dtype=torch.bool, device=device))),
     ZooEntry(Transformer, lambda: Transformer(TRANSFORMER),
              lambda device: (tokens(device, (2, 5), 12), None, tokens(device, (2, 4), 14))),
+    ZooEntry(TorchTransformer, lambda: TorchTransformer(TRANSFORMER),
+             lambda device: (tokens(device, (2, 5), 12), torch.tensor([5, 3]).to(device),
+                             tokens(device, (2, 4), 14))),
 ]

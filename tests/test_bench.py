@@ -1,0 +1,159 @@
+"""``course bench``: the pieces are right (same functions compared, alternating timing, honest
+verdicts) and the command writes the promised JSON and page. The real numbers come from running
+``course bench`` on a quiet machine; here everything runs at the fast profile's tiny sizes."""
+
+import json
+import os
+import subprocess
+import sys
+from dataclasses import replace
+
+import pytest
+import torch
+
+from course_lib import bench
+from course_lib.bench import (
+    BenchSettings,
+    TorchTransformer,
+    paired_medians,
+    performance_markdown,
+    step_config,
+)
+from course_lib.syllabus import COURSE_ROOT
+from course_lib.transformer import Transformer
+
+TINY = {"vocab": 30, "d_model": 16, "num_heads": 4, "layers": 2, "d_ff": 32, "src_len": 7,
+        "tgt_len": 6}
+
+
+def tiny_pair(seed=0):
+    torch.manual_seed(seed)
+    ours = Transformer(replace(step_config(TINY), dropout=0.0))
+    return ours, TorchTransformer.from_ours(ours)
+
+
+def batch(seed=1):
+    g = torch.Generator().manual_seed(seed)
+    return (torch.randint(4, 30, (3, 7), generator=g), torch.tensor([7, 5, 3]),
+            torch.randint(4, 30, (3, 6), generator=g))
+
+
+def test_the_pytorch_transformer_computes_the_same_function_with_our_weights():
+    ours, theirs = tiny_pair()
+    src, lengths, tgt = batch()
+    assert sum(p.numel() for p in ours.parameters()) == sum(p.numel() for p in theirs.parameters())
+    for mode in ("eval", "train"):  # dropout is 0: both modes must agree
+        getattr(ours, mode)(), getattr(theirs, mode)()
+        torch.testing.assert_close(theirs(src, lengths, tgt), ours(src, lengths, tgt),
+                                   atol=1e-5, rtol=1e-5)
+    # and the comparison can fail: another model's weights give other logits
+    _, other = tiny_pair(seed=1)
+    assert not torch.allclose(other.eval()(src, lengths, tgt), ours.eval()(src, lengths, tgt),
+                              atol=1e-3)
+
+
+def test_gradients_agree_too():
+    ours, theirs = tiny_pair()
+    src, lengths, tgt = batch()
+    for model in (ours, theirs):
+        model(src, lengths, tgt).square().mean().backward()
+    torch.testing.assert_close(theirs.layers.encoder.layers[0].linear1.weight.grad,
+                               ours.encoder_layers[0].ffn.linear1.weight.grad,
+                               atol=1e-6, rtol=1e-4)
+    torch.testing.assert_close(theirs.tgt_embed.weight.grad, ours.tgt_embed.weight.grad,
+                               atol=1e-6, rtol=1e-4)
+
+
+def test_post_norm_is_refused_with_the_reason():
+    torch.manual_seed(0)
+    model = Transformer(replace(step_config(TINY), norm_first=False))
+    with pytest.raises(ValueError, match="pre-norm"):
+        TorchTransformer.from_ours(model)
+
+
+def test_paired_medians_alternate_the_calls_and_take_medians(monkeypatch):
+    order = []
+    clock = iter(range(1000))
+    monkeypatch.setattr(bench.time, "perf_counter", lambda: float(next(clock)))
+    result = paired_medians({"a": lambda: order.append("a"), "b": lambda: order.append("b")},
+                            repeats=3, warmup=1)
+    assert order == ["a", "b"] * 4
+    # every call takes one tick of the fake clock
+    assert result == {"a": 1.0, "b": 1.0}
+    with pytest.raises(ValueError, match="repeats >= 1"):
+        paired_medians({"a": lambda: None}, repeats=0)
+
+
+def test_unknown_parts_are_refused():
+    with pytest.raises(ValueError, match="unknown bench parts"):
+        bench.run_bench(parts=("attention", "speed"))
+
+
+@pytest.fixture(scope="module")
+def fast_result():
+    settings = BenchSettings.for_profile()
+    assert settings.lengths == (16, 32), "the tests run in the fast profile"
+    return bench.run_bench(parts=("attention", "transformer_step", "kv_cache"),
+                           settings=settings, cuda=False, log=lambda _: None)
+
+
+def test_result_has_the_promised_keys(fast_result):
+    assert fast_result["device"].startswith("cpu")
+    assert {(r["seq_len"], r["width"]) for r in fast_result["attention"]} == {(16, 32), (32, 32)}
+    for row in fast_result["attention"]:
+        assert row["ratio"] == pytest.approx(row["fused_s"] / row["torch_s"])
+        assert row["explicit_peak_bytes"] > 0 and row["fused_peak_bytes"] > 0
+    assert fast_result["transformer_step_ratio"] > 0
+    assert set(fast_result["kv_cache_speedup"]) == {"4", "8"}
+    assert all(row["same_tokens"] for row in fast_result["kv_cache"])
+    assert fast_result["cuda"] is None
+    json.dumps(fast_result)  # JSON-able as it stands
+
+
+def test_explicit_attention_keeps_the_quadratic_weights(fast_result):
+    # The explicit path stores (B, h, T, T) weights for backward; doubling T at a fixed number
+    # of tokens doubles T² / T per sequence: its peak must grow, the fused path's much less.
+    short, long = sorted(fast_result["attention"], key=lambda r: r["seq_len"])
+    assert long["explicit_peak_bytes"] > short["explicit_peak_bytes"]
+    assert long["explicit_peak_bytes"] > long["fused_peak_bytes"]
+
+
+def test_the_page_states_each_verdict_from_the_numbers(fast_result):
+    good = json.loads(json.dumps(fast_result))
+    for row in good["attention"]:
+        row["ratio"] = 1.0
+    good["transformer_step"]["ratio"] = 1.05
+    page = performance_markdown(good)
+    assert "misses the target" not in page and "No CUDA device" in page
+    bad = json.loads(json.dumps(good))
+    bad["attention"][1]["ratio"] = 1.2
+    assert "the worst here is 1.200, which **misses the target**" in performance_markdown(bad)
+
+
+def test_lesson_timing_reports_a_failing_notebook(tmp_path):
+    import nbformat
+
+    folder = tmp_path / "notebooks"
+    folder.mkdir()
+    cells = ["import os; print(os.environ['COURSE_PROFILE'])", "raise RuntimeError('boom')"]
+    nbformat.write(nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(c) for c in cells]),
+                   folder / "01_broken.ipynb")
+    rows = bench.lessons_bench(["fast"], root=tmp_path)
+    assert [r["lesson"] for r in rows] == ["01_broken"]
+    assert rows[0]["full_s"] is None and rows[0]["fast_s"] > 0
+    assert "boom" in rows[0]["fast_error"]
+
+
+def test_command_writes_json_and_page(tmp_path):
+    command = [sys.executable, "-m", "course_lib", "bench", "--parts", "kv_cache",
+               "--out-dir", str(tmp_path), "--docs", str(tmp_path / "performance.md")]
+    done = subprocess.run(command, capture_output=True, text=True, timeout=300,
+                          cwd=COURSE_ROOT, env={**os.environ, "COURSE_PROFILE": "fast"})
+    assert done.returncode == 0, done.stderr
+    result = json.loads((tmp_path / "bench.json").read_text())
+    assert set(result["kv_cache_speedup"]) == {"4", "8"} and "attention" not in result
+    page = (tmp_path / "performance.md").read_text()
+    assert "KV cache" in page and "Generated by `course bench`" in page
+    wrong = subprocess.run(command[:4] + ["--parts", "speed"], capture_output=True, text=True,
+                           timeout=120)
+    assert wrong.returncode == 2 and "unknown bench parts" in wrong.stderr
