@@ -1,8 +1,8 @@
 """``course bench``: the course's code measured against PyTorch's own, side by side.
 
 Every ratio is ours / PyTorch's, timed in the same process on the same inputs with the two
-calls alternating round by round (:func:`paired_medians`), so that a machine that slows down
-half way slows both down. Four parts:
+calls alternating round by round (:func:`course_lib.efficiency.paired_medians`), so that a
+machine that slows down half way slows both down. Four parts:
 
 - ``attention``: multi-head self-attention, forward + backward, course_lib's production path
   (:class:`~course_lib.self_attention.MultiHeadAttention`, fused kernel) against
@@ -25,7 +25,6 @@ from __future__ import annotations
 import math
 import os
 import platform
-import statistics
 import sys
 import time
 import warnings
@@ -39,8 +38,8 @@ import torch
 from torch import nn
 
 from course_lib.data.vocab import PAD_ID
-from course_lib.device import bench_devices, synchronize
-from course_lib.efficiency import decode_timing, peak_memory
+from course_lib.device import bench_devices
+from course_lib.efficiency import decode_timing, paired_medians, peak_memory
 from course_lib.positions import SinusoidalPositions
 from course_lib.profile import PROFILE_ENV, by_profile
 from course_lib.reproduce import write_json
@@ -89,30 +88,6 @@ class BenchSettings:
 
 
 # ---------------------------------------------------------------------------------------------
-# Timing
-
-
-def paired_medians(calls: dict[str, Callable[[], Any]], repeats: int, warmup: int = 1,
-                   device: torch.device | None = None) -> dict[str, float]:
-    """Median seconds of each call, the calls taking turns: round r runs every call once.
-
-    Alternating means a slowdown of the machine (another process, a frequency drop) lands on
-    every call alike instead of on whichever happened to be timed then.
-    """
-    if repeats < 1 or warmup < 0:
-        raise ValueError(f"need repeats >= 1 and warmup >= 0, got {repeats} and {warmup}")
-    times: dict[str, list[float]] = {name: [] for name in calls}
-    for round_index in range(warmup + repeats):
-        for name, call in calls.items():
-            synchronize(device)
-            start = time.perf_counter()
-            call()
-            synchronize(device)
-            if round_index >= warmup:
-                times[name].append(time.perf_counter() - start)
-    return {name: statistics.median(t) for name, t in times.items()}
-
-
 def _forward_backward(module: nn.Module, x: torch.Tensor) -> Callable[[], None]:
     """A call running ``module`` as self-attention on ``x`` and back-propagating a sum."""
     def call() -> None:

@@ -311,24 +311,31 @@ def single_thread(device: torch.device | str | None = None) -> Iterator[None]:
             torch.set_num_threads(threads)
 
 
-def median_seconds(fn: Callable[[], Any], repeats: int = 5, warmup: int = 1,
-                   device: torch.device | str | None = None) -> float:
-    """Median wall-clock seconds of ``fn()`` over ``repeats`` calls after ``warmup`` untimed
-    ones; on a CUDA ``device`` each call is bracketed by ``torch.cuda.synchronize`` (GPU work is
-    asynchronous: without it the clock measures only the launch)."""
+def paired_medians(calls: dict[str, Callable[[], Any]], repeats: int, warmup: int = 1,
+                   device: torch.device | str | None = None) -> dict[str, float]:
+    """Median wall-clock seconds of each call over ``repeats`` rounds after ``warmup`` untimed
+    ones; every round runs each call once, in turn, so a slowdown of the machine (another
+    process, a frequency drop) lands on every call alike. On a GPU ``device`` each call is
+    bracketed by a synchronize (GPU work is asynchronous: without it the clock measures only
+    the launch)."""
     if repeats < 1 or warmup < 0:
         raise ValueError(f"need repeats >= 1 and warmup >= 0, got {repeats} and {warmup}")
-    device = torch.device(device) if device is not None else None
-    for _ in range(warmup):
-        fn()
-    times = []
-    for _ in range(repeats):
-        synchronize(device)
-        start = time.perf_counter()
-        fn()
-        synchronize(device)
-        times.append(time.perf_counter() - start)
-    return statistics.median(times)
+    times: dict[str, list[float]] = {name: [] for name in calls}
+    for round_index in range(warmup + repeats):
+        for name, call in calls.items():
+            synchronize(device)
+            start = time.perf_counter()
+            call()
+            synchronize(device)
+            if round_index >= warmup:
+                times[name].append(time.perf_counter() - start)
+    return {name: statistics.median(t) for name, t in times.items()}
+
+
+def median_seconds(fn: Callable[[], Any], repeats: int = 5, warmup: int = 1,
+                   device: torch.device | str | None = None) -> float:
+    """Median wall-clock seconds of ``fn()`` (:func:`paired_medians` of one call)."""
+    return paired_medians({"fn": fn}, repeats, warmup, device)["fn"]
 
 
 def attention_cost(lengths: Sequence[int], batch: int = 1, heads: int = 4, head_dim: int = 32,

@@ -16,9 +16,8 @@ measurements:
 from __future__ import annotations
 
 import json
-import statistics
 import sys
-import time
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 
@@ -28,7 +27,8 @@ from course_lib.checkpoint import CheckpointError, load_checkpoint, save_checkpo
 from course_lib.data.batching import BatchIterator, TranslationBatch
 from course_lib.data.corpus import Corpus, CorpusConfig, load_corpus
 from course_lib.data.vocab import PAD_ID
-from course_lib.device import get_device, synchronize, to_device
+from course_lib.device import get_device, to_device
+from course_lib.efficiency import paired_medians
 from course_lib.profile import by_profile, get_profile
 from course_lib.reproduce import (
     DEFAULT_SEED,
@@ -243,20 +243,21 @@ def step_time_by_length(vocabs: Vocabs, settings: TransformerSettings, device: t
     for length in settings.step_lengths:
         batch = to_device(_random_batch(vocabs, settings.step_batch_size, length, generator),
                           device)
-        times: dict[str, list[float]] = {n: [] for n in models}
-        for attempt in range(repeats + 1):  # the first round warms up and is dropped
-            for name, (model, loss_fn) in models.items():
+
+        def training_step(name: str, batch: TranslationBatch) -> Callable[[], None]:
+            model, loss_fn = models[name]
+
+            def call() -> None:
                 model.train()
-                synchronize(device)
-                start = time.perf_counter()
                 optimizers[name].zero_grad(set_to_none=True)
                 loss_fn(model, batch).backward()
                 optimizers[name].step()
-                synchronize(device)
-                if attempt:
-                    times[name].append(time.perf_counter() - start)
+            return call
+
+        seconds = paired_medians({name: training_step(name, batch) for name in models}, repeats,
+                                 device=device)  # one warm-up round, dropped
         rows.append({"seq_len": length,
-                     **{f"{n}_s": round(statistics.median(t), 5) for n, t in times.items()}})
+                     **{f"{n}_s": round(t, 5) for n, t in seconds.items()}})
     counts = {n: sum(p.numel() for p in m.parameters()) for n, (m, _) in models.items()}
     return rows, counts
 

@@ -11,14 +11,9 @@ from dataclasses import replace
 import pytest
 import torch
 
-from course_lib import bench
-from course_lib.bench import (
-    BenchSettings,
-    TorchTransformer,
-    paired_medians,
-    performance_markdown,
-    step_config,
-)
+from course_lib import bench, efficiency
+from course_lib.bench import BenchSettings, TorchTransformer, performance_markdown, step_config
+from course_lib.efficiency import median_seconds, paired_medians
 from course_lib.syllabus import COURSE_ROOT
 from course_lib.transformer import Transformer
 
@@ -74,12 +69,14 @@ def test_post_norm_is_refused_with_the_reason():
 def test_paired_medians_alternate_the_calls_and_take_medians(monkeypatch):
     order = []
     clock = iter(range(1000))
-    monkeypatch.setattr(bench.time, "perf_counter", lambda: float(next(clock)))
+    monkeypatch.setattr(efficiency.time, "perf_counter", lambda: float(next(clock)))
     result = paired_medians({"a": lambda: order.append("a"), "b": lambda: order.append("b")},
                             repeats=3, warmup=1)
     assert order == ["a", "b"] * 4
     # every call takes one tick of the fake clock
     assert result == {"a": 1.0, "b": 1.0}
+    assert median_seconds(lambda: order.append("c"), repeats=2, warmup=0) == 1.0
+    assert order[-2:] == ["c", "c"]
     with pytest.raises(ValueError, match="repeats >= 1"):
         paired_medians({"a": lambda: None}, repeats=0)
 

@@ -194,7 +194,7 @@ class RedactHiddenTests(Preprocessor):
 
 
 def grading_config(workspace: Path, timeout: int, memory_gb: float, unsafe: bool,
-                   kernel_threads: int | None = None):
+                   kernel_threads: int):
     config = nbgrader_config(workspace, db_path=workspace / "gradebook.db")
     config.CourseDirectory.source_directory = "source"
     config.CourseDirectory.release_directory = "release"
@@ -205,8 +205,7 @@ def grading_config(workspace: Path, timeout: int, memory_gb: float, unsafe: bool
     config.SandboxedExecute.timeout = timeout
     config.SandboxedExecute.memory_gb = memory_gb
     config.SandboxedExecute.unsafe = unsafe
-    if kernel_threads is not None:
-        config.SandboxedExecute.threads = kernel_threads
+    config.SandboxedExecute.threads = kernel_threads
     config.GenerateFeedback.preprocessors = [
         GetGrades, ClearHiddenTests, RedactHiddenTests, CSSHTMLHeaderPreprocessor,
     ]
