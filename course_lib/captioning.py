@@ -45,7 +45,21 @@ class CaptionerConfig:
     ``coords`` appends each cell's x and y in [−1, 1] to its feature vector (as CoordConv does
     for conv inputs, Liu et al., 2018), so that the attention score can tell locations apart by
     where they are, not only by what they show. (Appended to the CNN's input instead, the two
-    ramps dominated the first features and training stalled for epochs.)"""
+    ramps dominated the first features and training stalled for epochs.)
+    ``pool_before_norm`` moves each max-pool between its conv and the BatchNorm, which then (with
+    the ReLU) runs on a quarter of the values: a training step on 32 digit strips took 73 ms
+    instead of 88 ms (measured), 12 epochs in 5 minutes instead of 9, at about the same test
+    exact match (0.929 against 0.933). Pooling commutes with the ReLU but not with a BatchNorm
+    of negative scale; on the shape scenes (seed 0, 5 minutes) it cost exact match: 0.843
+    against 0.963-0.997 in earlier runs without it.
+    ``read_convs`` more 3×3 convs (+ BatchNorm + ReLU) on the grid give every cell a wider view
+    (10 + 8·``read_convs`` pixels), appended to its features for the context the decoder *reads*
+    but not to the keys the attention *scores*: where to look is decided on the precise local
+    features, what is seen there on the wide ones. On the digit strips (seed 0, 5 minutes at a
+    constant learning rate) one such conv lowered the best validation loss from 0.143 to 0.123
+    and raised exact match from 0.94 to 0.966 on validation and from 0.929 to 0.944 on test;
+    two (26 pixels) gave 0.97 and 0.937 but localisation 0.90. Scored on the wide features too,
+    attention settled beside the digits (localisation 0.80 against 0.96, an 18-pixel field)."""
 
     vocab_size: int
     in_channels: int = 1
@@ -57,6 +71,8 @@ class CaptionerConfig:
     attention_size: int = 128
     gate: bool = True
     dropout: float = 0.0
+    read_convs: int = 0
+    pool_before_norm: bool = False
 
     def __post_init__(self) -> None:
         self.channels = tuple(int(c) for c in self.channels)
@@ -68,6 +84,9 @@ class CaptionerConfig:
                 or not all(0 <= i < len(self.channels) for i in self.pool_after):
             raise ValueError(f"pool_after must list distinct conv indices in [0, "
                              f"{len(self.channels)}), got {self.pool_after}")
+        if int(self.read_convs) != self.read_convs or self.read_convs < 0:
+            raise ValueError(f"read_convs must be a non-negative int, got {self.read_convs}")
+        self.read_convs = int(self.read_convs)
         if self.vocab_size < 5:
             raise ValueError(f"vocab_size must count the 4 special tokens and at least one "
                              f"word, got {self.vocab_size}")
@@ -77,8 +96,10 @@ class CNNEncoder(nn.Module):
     """Images to a grid of feature vectors.
 
     Shapes: ``images`` (B, C_in, H, W) -> features (B, L, C) with L = H'·W',
-    (H', W') = (H, W) // 2^len(pool_after) (see :meth:`grid_shape`), C = ``channels[-1]`` (+ 2
-    with ``coords``).
+    (H', W') = (H, W) // 2^len(pool_after) (see :meth:`grid_shape`). The first ``key_size``
+    channels of each cell are the local features (``channels[-1]``) and, with ``coords``, its x
+    and y; with ``read_convs``, ``channels[-1]`` wide-view features follow, so
+    C = ``feature_size`` = ``key_size`` (+ ``channels[-1]``).
     """
 
     def __init__(self, config: CaptionerConfig) -> None:
@@ -87,16 +108,22 @@ class CNNEncoder(nn.Module):
         layers: list[nn.Module] = []
         width = config.in_channels
         for stage, out in enumerate(config.channels):
-            layers += [nn.Conv2d(width, out, 3, padding=1, bias=False), nn.BatchNorm2d(out),
-                       nn.ReLU()]
-            if stage in config.pool_after:
-                layers.append(nn.MaxPool2d(2))
+            pool = [nn.MaxPool2d(2)] if stage in config.pool_after else []
+            norm = [nn.BatchNorm2d(out), nn.ReLU()]
+            layers += [nn.Conv2d(width, out, 3, padding=1, bias=False),
+                       *(pool + norm if config.pool_before_norm else norm + pool)]
             width = out
         # Convolution weights stored channels-last (NHWC): the same convolutions, and a training
         # step on the course's captioners about 25% faster on a CPU (oneDNN; 90 ms against 120
         # ms for 32 digit strips, measured).
         self.layers = nn.Sequential(*layers).to(memory_format=torch.channels_last)
-        self.feature_size = width + (2 if config.coords else 0)
+        wide: list[nn.Module] = []
+        for _ in range(config.read_convs):
+            wide += [nn.Conv2d(width, width, 3, padding=1, bias=False), nn.BatchNorm2d(width),
+                     nn.ReLU()]
+        self.read = nn.Sequential(*wide).to(memory_format=torch.channels_last) if wide else None
+        self.key_size = width + (2 if config.coords else 0)
+        self.feature_size = self.key_size + (width if wide else 0)
 
     def grid_shape(self, height: int, width: int) -> tuple[int, int]:
         """(H', W') of the feature grid of an (H, W) image."""
@@ -111,14 +138,17 @@ class CNNEncoder(nn.Module):
         if min(self.grid_shape(*images.shape[2:])) < 1:
             raise ValueError(f"images of size {tuple(images.shape[2:])} are too small for "
                              f"{len(self.config.pool_after)} 2×2 poolings")
-        grid = self.layers(images)  # (B, C, H', W')
+        local = self.layers(images)  # (B, C, H', W')
+        parts = [local]
         if self.config.coords:
-            batch, _, rows, cols = grid.shape
-            ys = torch.linspace(-1, 1, rows, device=grid.device, dtype=grid.dtype)
-            xs = torch.linspace(-1, 1, cols, device=grid.device, dtype=grid.dtype)
+            batch, _, rows, cols = local.shape
+            ys = torch.linspace(-1, 1, rows, device=local.device, dtype=local.dtype)
+            xs = torch.linspace(-1, 1, cols, device=local.device, dtype=local.dtype)
             grid_y, grid_x = torch.meshgrid(ys, xs, indexing="ij")  # (H', W') each
-            coords = torch.stack([grid_x, grid_y]).expand(batch, -1, -1, -1)  # (B, 2, H', W')
-            grid = torch.cat([grid, coords], dim=1)  # (B, C + 2, H', W')
+            parts.append(torch.stack([grid_x, grid_y]).expand(batch, -1, -1, -1))  # (B, 2, H', W')
+        if self.read is not None:
+            parts.append(self.read(local))  # (B, C, H', W')
+        grid = torch.cat(parts, dim=1) if len(parts) > 1 else local  # (B, feature_size, H', W')
         return grid.flatten(2).transpose(1, 2)  # (B, C, L) -> (B, L, C)
 
 
@@ -153,14 +183,21 @@ ATTENTION_MODES = ("soft", "argmax", "sample")
 class AttentionLSTMDecoder(nn.Module):
     """The decoder of Show, Attend and Tell: one :meth:`step` per word (equations above)."""
 
-    def __init__(self, config: CaptionerConfig, feature_size: int) -> None:
+    def __init__(self, config: CaptionerConfig, feature_size: int,
+                 key_size: int | None = None) -> None:
+        """``feature_size``: C of the features a_i read into the context; ``key_size`` (default
+        C): how many of their first channels the attention scores (U a_i)."""
         super().__init__()
         hidden, embed = config.hidden_size, config.embed_dim
         self.config = config
+        self.key_size = feature_size if key_size is None else key_size
+        if not 1 <= self.key_size <= feature_size:
+            raise ValueError(f"key_size must lie in [1, feature_size = {feature_size}], got "
+                             f"{self.key_size}")
         self.embedding = nn.Embedding(config.vocab_size, embed, padding_idx=PAD_ID)
         self.init_h = nn.Linear(feature_size, hidden)
         self.init_c = nn.Linear(feature_size, hidden)
-        self.score = AdditiveScore(hidden, feature_size, config.attention_size)
+        self.score = AdditiveScore(hidden, self.key_size, config.attention_size)
         self.gate = nn.Linear(hidden, 1) if config.gate else None  # w_β, b_β
         self.cell = nn.LSTMCell(embed + feature_size, hidden)
         self.out_h = nn.Linear(hidden, embed)  # L_h
@@ -210,12 +247,15 @@ class ShowAttendTell(nn.Module):
         super().__init__()
         self.config = config
         self.encoder = CNNEncoder(config)
-        self.decoder = AttentionLSTMDecoder(config, self.encoder.feature_size)
+        self.decoder = AttentionLSTMDecoder(config, self.encoder.feature_size,
+                                            self.encoder.key_size)
 
     def encode(self, images: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        """Features (B, L, C) and the score's key-side part U a_i + b, (B, L, A)."""
+        """Features (B, L, C) and the score's key-side part U a_i + b, (B, L, A), computed on
+        the first ``key_size`` channels of a_i."""
         features = self.encoder(images)
-        return features, self.decoder.score.prepare(features)
+        keys = features[..., :self.decoder.key_size]  # (B, L, key_size)
+        return features, self.decoder.score.prepare(keys)
 
     def forward(self, images: torch.Tensor, tgt_in: torch.Tensor) -> CaptionOutput:
         """Shapes: ``images`` (B, C_in, H, W), ``tgt_in`` (B, T) = BOS + caption."""

@@ -5,7 +5,7 @@ nn.Module subclass of the package that this table does not cover.
 """
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import torch
 from torch import nn
@@ -38,6 +38,7 @@ SEQ_LSTM_BI = Seq2SeqConfig(12, 14, embed_dim=6, hidden_size=8, cell="lstm", bid
 BAHDANAU = AttentionSeq2SeqConfig(12, 14, embed_dim=6, hidden_size=8)
 CAPTIONER = CaptionerConfig(9, in_channels=3, channels=(4, 6), pool_after=(0,), embed_dim=5,
                             hidden_size=8, attention_size=6)
+CAPTIONER_WIDE = replace(CAPTIONER, read_convs=1, pool_before_norm=True)  # the digit recipe
 TRANSFORMER = TransformerConfig(12, 14, d_model=8, num_heads=2, num_encoder_layers=1,
                                 num_decoder_layers=1, d_ff=16, max_len=10)
 LUONG_LOCAL_P = AttentionSeq2SeqConfig(12, 14, embed_dim=6, hidden_size=8, cell="lstm",
@@ -101,7 +102,7 @@ ZOO = [
              lambda device: (tokens(device, (2, 5), 12), None, tokens(device, (2, 4), 14))),
     ZooEntry(CNNEncoder, lambda: CNNEncoder(CAPTIONER),
              lambda device: (torch.rand(2, 3, 8, 12, device=device),)),
-    ZooEntry(ShowAttendTell, lambda: ShowAttendTell(CAPTIONER),
+    ZooEntry(ShowAttendTell, lambda: ShowAttendTell(CAPTIONER_WIDE),
              lambda device: (torch.rand(2, 3, 8, 12, device=device), tokens(device, (2, 4), 9))),
     ZooEntry(AttentionLSTMDecoder, lambda: ShowAttendTell(CAPTIONER),
              lambda device: (torch.rand(2, 3, 8, 12, device=device), tokens(device, (2, 4), 9))),

@@ -3,6 +3,7 @@ profile only, `make test-full`) the measured targets of lesson 07."""
 
 import json
 import os
+from dataclasses import replace
 
 import pytest
 
@@ -12,6 +13,7 @@ from course_lib.caption_experiment import (
     captioner_path,
     reproduce_captioning,
 )
+from course_lib.data.captions import caption_set, caption_vocab
 
 from .reproduce_cli import run_reproduce
 
@@ -64,6 +66,29 @@ def test_unknown_data_set_and_wrong_flags_are_refused(tmp_path):
     assert done.returncode == 2 and "unknown data set 'cifar'" in done.stderr
     done = course("--model", "bahdanau", tmp_path=tmp_path)
     assert done.returncode == 2 and "use --dataset" in done.stderr
+    with pytest.raises(ValueError, match=r"by_dataset names unknown data sets \[.cifar.\]"):
+        replace(CaptioningSettings.for_profile(0), by_dataset={"cifar": {}})
+
+
+def test_each_data_set_trains_with_its_own_recipe(tmp_path):
+    settings = CaptioningSettings.for_profile(0)
+    digits = settings.for_dataset("digits")
+    for key, value in caption_experiment.DATASET_SETTINGS["digits"].items():
+        assert getattr(digits, key) == value and getattr(settings, key) != value, key
+    assert settings.for_dataset("shapes") == replace(settings, by_dataset={})
+    assert digits.for_dataset("digits") == digits
+    vocab = caption_vocab([caption_set("digits", 4, "train", 0)])
+    config = settings.model_config("digits", vocab)
+    assert (config.read_convs, config.pool_before_norm) == (digits.read_convs,
+                                                            digits.pool_before_norm)
+    # A change to the digit recipe is a new saved digit model and the same shape model.
+    other = replace(settings, by_dataset={"digits": {"read_convs": 2}})
+    assert captioner_path("digits", other, tmp_path) != captioner_path("digits", settings,
+                                                                       tmp_path)
+    assert captioner_path("shapes", other, tmp_path) == captioner_path("shapes", settings,
+                                                                       tmp_path)
+    with pytest.raises(ValueError, match=r"by_dataset\['digits'\] sets unknown settings \['lr0'\]"):
+        replace(settings, by_dataset={"digits": {"lr0": 1.0}})
 
 
 @pytest.fixture(scope="module", params=[0, 1], ids=lambda seed: f"seed{seed}")

@@ -1,6 +1,7 @@
 """Show, Attend and Tell (course_lib.captioning): encoder grid, attention over locations, the
 gate, the doubly stochastic penalty, decoding, and a model that learns its training captions."""
 
+import copy
 import itertools
 import math
 
@@ -10,6 +11,7 @@ from torch.nn import functional as F
 
 from course_lib.attention import AdditiveScore
 from course_lib.captioning import (
+    AttentionLSTMDecoder,
     CaptionerConfig,
     CNNEncoder,
     ShowAttendTell,
@@ -64,6 +66,47 @@ def test_coordinates_let_identical_patches_differ():
     interior = [1 * 6 + 1, 2 * 6 + 2, 3 * 6 + 3]  # cells whose 3x3 window lies inside the image
     assert torch.allclose(without[0, interior[0]], without[0, interior[1]])
     assert not torch.allclose(with_coords[0, interior[0]], with_coords[0, interior[1]])
+
+
+def test_read_convs_widen_what_is_read_but_not_what_is_scored():
+    # One 3x3 conv, no pooling: a local feature sees 3x3 pixels; one read conv more makes the
+    # wide-view channels see 5x5. They follow the local features and coordinates of each cell.
+    config = CaptionerConfig(9, channels=(3,), pool_after=(), read_convs=1)
+    encoder = CNNEncoder(config).eval()
+    assert (encoder.key_size, encoder.feature_size) == (3 + 2, 3 + 2 + 3)
+    image = torch.zeros(1, 1, 7, 9)
+    base = encoder(image)
+    image[0, 0, 3, 4] = 1.0
+    change = (encoder(image) - base).abs()[0]  # (L, C)
+
+    def cells(channels):
+        return {int(i) for i in torch.nonzero(change[:, channels].sum(-1) > 1e-6).flatten()}
+
+    assert cells(slice(0, 3)) <= {r * 9 + c for r in (2, 3, 4) for c in (3, 4, 5)}
+    wide = cells(slice(5, 8))
+    assert wide <= {r * 9 + c for r in range(1, 6) for c in range(2, 7)}
+    assert any(abs(i // 9 - 3) == 2 or abs(i % 9 - 4) == 2 for i in wide)  # beyond 3x3
+    assert torch.equal(change[:, 3:5], torch.zeros_like(change[:, 3:5]))  # coordinates fixed
+
+
+def test_attention_scores_only_the_key_channels():
+    model = tiny(read_convs=1).eval()
+    assert model.decoder.score.key_size == model.encoder.key_size < model.encoder.feature_size
+    other = copy.deepcopy(model)
+    with torch.no_grad():
+        for parameter in other.encoder.read.parameters():
+            parameter.add_(torch.randn_like(parameter))
+    images, previous = torch.rand(2, 1, 8, 20), torch.tensor([BOS_ID, 5])
+    state = (torch.zeros(2, 12), torch.zeros(2, 12))  # the same h_{t-1} for both models
+    features, prepared = model.encode(images)
+    other_features, other_prepared = other.encode(images)
+    torch.testing.assert_close(prepared, other_prepared)  # the keys ignore the read convs
+    assert not torch.allclose(features, other_features)  # the context reads them
+    logits, _, weights, _ = model.decoder.step(previous, state, features, prepared)
+    other_logits, _, other_weights, _ = other.decoder.step(previous, state, other_features,
+                                                           other_prepared)
+    torch.testing.assert_close(weights, other_weights)
+    assert not torch.allclose(logits, other_logits)
 
 
 def test_attention_over_locations_sums_to_one_and_gates_lie_in_0_1():
@@ -245,6 +288,10 @@ def test_config_and_inputs_are_checked():
         CaptionerConfig(9, channels=(4,), pool_after=(0, 1))
     with pytest.raises(ValueError, match="channels must be a non-empty tuple"):
         CaptionerConfig(9, channels=())
+    with pytest.raises(ValueError, match="read_convs must be a non-negative int, got -1"):
+        CaptionerConfig(9, read_convs=-1)
+    with pytest.raises(ValueError, match=r"key_size must lie in \[1, feature_size = 4\], got 5"):
+        AttentionLSTMDecoder(tiny().config, feature_size=4, key_size=5)
     with pytest.raises(ValueError, match=r"expected images \(B, 1, H, W\), got \(2, 3, 8, 8\)"):
         tiny()(torch.rand(2, 3, 8, 8), torch.ones(2, 3).long())
     with pytest.raises(ValueError, match="too small for 2"):
