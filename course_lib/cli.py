@@ -37,6 +37,10 @@ def build_parser() -> argparse.ArgumentParser:
     grade.add_argument("--workers", type=int, default=1,
                        help="submissions graded side by side (each kernel then gets "
                             "cpus / workers threads); default 1")
+    grade.add_argument("--key", default=None, metavar="FILE",
+                       help="secret key the hidden tests' inputs are drawn from (default: "
+                            "<out>.key beside the gradebook, made on first use; keep it for "
+                            "regrades)")
     grade.add_argument("--unsafe", action="store_true",
                        help="run submissions without a sandbox when bubblewrap is missing")
     reproduce = commands.add_parser("reproduce", help="retrain and measure a headline result")

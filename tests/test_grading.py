@@ -1,8 +1,9 @@
-"""Autograding end to end: correct, untouched and misbehaving submissions in one batch.
+"""Autograding end to end: correct, untouched, misbehaving and cheating submissions in one batch.
 
 The batch is graded once per test session (module fixture) with a short cell timeout, on two
 worker processes; each test then reads its rows. Sandbox tests need bubblewrap; CI installs
-it, so there they must not skip.
+it, so there they must not skip. The cheats (tests/cheats.py) solve nothing and try to talk
+their way through; every one must score zero.
 """
 
 import copy
@@ -19,11 +20,14 @@ from course_lib.grading import sandbox
 from course_lib.grading.config import lessons_with_exercises, source_notebooks
 from course_lib.grading.grade import GradingError, exercises_of, grade
 from course_lib.syllabus import COURSE_ROOT
+from tests.cheats import CHEATS, make_cheat
 
 ROOT = COURSE_ROOT
 LESSONS = lessons_with_exercises(ROOT)
 FIRST = LESSONS[0]
 NOTEBOOK = source_notebooks(FIRST)[0].stem
+# The lessons every cheat is tried on; the first cheat is tried on every lesson.
+CHEAT_LESSONS = (FIRST, "04_bahdanau")
 # Per cell. Generous: on a 2-core CI machine the batch shares the cores with another pytest
 # worker and its own second grading worker, and a slow solution cell must not time out.
 TIMEOUT_S = 15
@@ -124,6 +128,14 @@ attempt("network", lambda: __import__("socket").create_connection(("1.1.1.1", 53
     (subs / "missing" / FIRST).mkdir(parents=True)
     (subs / "missing" / FIRST / "notes.txt").write_text("forgot the notebook")
     put("wrong_lesson", solution(), lesson="99_no_such_lesson")
+    put("calls_reference", with_code(solution(), "ex1_code",
+                                     "def stable_softmax(scores, dim=-1):\n"
+                                     "    return torch.softmax(scores, dim=dim)"))
+    for cheat in CHEATS:
+        for lesson in LESSONS if cheat == "rebinds_zeros" else CHEAT_LESSONS:
+            for nb_path in source_notebooks(lesson):
+                put(cheat, make_cheat(cheat, untouched(lesson, nb_path.stem)), lesson,
+                    nb_path.stem)
 
     before = tree_digest(subs)
     rows = grade(subs, out, timeout=TIMEOUT_S, memory_gb=3.0, workers=2)
@@ -131,7 +143,7 @@ attempt("network", lambda: __import__("socket").create_connection(("1.1.1.1", 53
     for row in rows:
         by_student.setdefault(row.student, {})[(row.lesson, row.exercise)] = row
     return {"rows": rows, "by": by_student, "subs": subs, "out": out, "canary": canary,
-            "before": before, "base": base}
+            "before": before, "base": base, "key": out.with_name("gradebook.key")}
 
 
 def statuses(batch, student):
@@ -172,7 +184,8 @@ def test_syntax_error_costs_only_its_exercise(batch):
 
 def test_raising_code_is_reported(batch):
     got = statuses(batch, "raises")
-    assert got["ex2_dot_scores"] == (0, "ZeroDivisionError: division by zero")
+    assert got["ex2_dot_scores"][0] == 0
+    assert got["ex2_dot_scores"][1].startswith("ZeroDivisionError: division by zero")
     assert got["ex1_stable_softmax"] == (2, "ok")
 
 
@@ -272,13 +285,17 @@ def test_regrading_one_by_one_gives_the_batchs_files(batch, tmp_path):
         for f in (batch["subs"] / student / FIRST).iterdir():
             target.joinpath(f.name).write_bytes(f.read_bytes())
     out = tmp_path / "gb" / "gradebook.csv"
-    rows = grade(subs, out, timeout=TIMEOUT_S, memory_gb=3.0, workers=1)
+    # The batch's key: the same hidden inputs, so the same verdicts and feedback.
+    rows = grade(subs, out, timeout=TIMEOUT_S, memory_gb=3.0, workers=1, key_file=batch["key"])
     assert rows == [r for r in batch["rows"] if r.student in students and r.lesson == FIRST]
     for student in students:
         again, first = (folder / "feedback" / student / FIRST
                         for folder in (out.parent, batch["out"].parent))
         assert tree_digest(again) == tree_digest(first)
     assert sorted(p.name for p in out.parent.iterdir()) == ["feedback", "gradebook.csv"]
+    # Regrading into the same folder reuses the key kept beside the gradebook.
+    (out.parent / "gradebook.key").write_bytes(batch["key"].read_bytes())
+    assert grade(subs, out, timeout=TIMEOUT_S, memory_gb=3.0) == rows
 
 
 def test_workers_must_be_a_positive_whole_number(tmp_path):
@@ -366,3 +383,39 @@ def test_course_grade_command(tmp_path):
     missing = subprocess.run(command[:4] + [str(tmp_path / "absent")], capture_output=True,
                              text=True, timeout=120)
     assert missing.returncode == 2 and "is not a folder of submissions" in missing.stderr
+
+
+# ---------------------------------------------------------------------------------------------
+# Cheating: nothing inside the kernel decides a verdict
+
+
+@pytest.mark.parametrize("cheat", list(CHEATS))
+def test_every_cheat_scores_zero_everywhere(batch, cheat):
+    rows = batch["by"][cheat].values()
+    lessons = {lesson for lesson, _ in batch["by"][cheat]}
+    assert lessons == (set(LESSONS) if cheat == "rebinds_zeros" else set(CHEAT_LESSONS))
+    scored = [(row.lesson, row.exercise, row.status) for row in rows if row.points > 0]
+    assert scored == [], f"{cheat} scored on {scored}"
+    assert all(row.status != "ok" for row in rows)
+
+
+def test_the_key_stays_out_of_the_sandbox(batch):
+    key = batch["key"].read_text().strip()
+    assert len(key) == 64
+    feedback = batch["out"].parent / "feedback" / "snoops_for_answers"
+    pages = [p.read_text() for p in feedback.rglob("*.html")]
+    assert len(pages) == len(CHEAT_LESSONS) and not any(key in page for page in pages)
+    for page in pages:
+        assert "key " in page and "other-processes " in page  # the snoop ran to the end
+        for label in ("gradebook-db", "solutions"):
+            assert f"{label} FOUND" not in page, label
+
+
+def test_a_call_into_the_reference_is_flagged_not_failed(batch):
+    points, status = statuses(batch, "calls_reference")["ex1_stable_softmax"]
+    assert points == 2 and status.startswith("ok; flagged: ")
+    assert "uses torch.softmax" in status and "called torch.softmax" in status
+    html = (batch["out"].parent / "feedback" / "calls_reference" / FIRST /
+            f"{NOTEBOOK}.html").read_text()
+    assert "flagged for the instructor" in html
+    assert statuses(batch, "calls_reference")["ex2_dot_scores"] == (2, "ok")

@@ -4,5 +4,8 @@
 - :mod:`config`: the nbgrader configuration (source = solutions/, release = exercises/).
 - :mod:`assign`: generate ``exercises/`` from ``solutions/``.
 - :mod:`sandbox` and :mod:`runner`: execute a submission isolated with bubblewrap.
+- :mod:`hidden`: the hidden-test format (inputs, observations); the part that runs in a kernel.
+- :mod:`verdict` and :mod:`trusted`: the grader's side: secret inputs, the solution's results,
+  comparisons, flags; nothing the submission's kernel does decides a verdict.
 - :mod:`grade`: autograde a folder of submissions into a gradebook CSV and feedback HTML.
 """

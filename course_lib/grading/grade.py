@@ -24,6 +24,7 @@ import csv
 import io
 import multiprocessing
 import os
+import secrets
 import shutil
 import tempfile
 import warnings
@@ -67,6 +68,7 @@ from course_lib.grading.sandbox import (
     copy_without_notebooks,
     sandbox_available,
 )
+from course_lib.grading.trusted import read_flags
 from course_lib.syllabus import COURSE_ROOT
 
 MAX_NOTEBOOK_BYTES = 20 * 2**20
@@ -147,7 +149,7 @@ def explain_error(output, timeout: int, memory_gb: float) -> str:
         return f"timed out: a cell ran longer than {timeout} s"
     if name == "MemoryError" or "can't allocate memory" in value:
         return f"out of memory: a cell needed more than the {memory_gb:g} GiB limit"
-    if name == "NotImplementedError":
+    if name == "NotImplementedError" and not value:  # the stub; a library's own has a message
         return "not attempted (the cell still raises NotImplementedError)"
     if name in ("SyntaxError", "IndentationError", "TabError"):
         return f"syntax error in the code: {value}"
@@ -194,7 +196,7 @@ class RedactHiddenTests(Preprocessor):
 
 
 def grading_config(workspace: Path, timeout: int, memory_gb: float, unsafe: bool,
-                   kernel_threads: int):
+                   kernel_threads: int, key: str):
     config = nbgrader_config(workspace, db_path=workspace / "gradebook.db")
     config.CourseDirectory.source_directory = "source"
     config.CourseDirectory.release_directory = "release"
@@ -206,6 +208,9 @@ def grading_config(workspace: Path, timeout: int, memory_gb: float, unsafe: bool
     config.SandboxedExecute.memory_gb = memory_gb
     config.SandboxedExecute.unsafe = unsafe
     config.SandboxedExecute.threads = kernel_threads
+    config.SandboxedExecute.source_root = str(workspace / "source")
+    config.SandboxedExecute.key = key
+    config.SandboxedExecute.verdict_root = str(workspace / "verdicts")
     config.GenerateFeedback.preprocessors = [
         GetGrades, ClearHiddenTests, RedactHiddenTests, CSSHTMLHeaderPreprocessor,
     ]
@@ -235,14 +240,41 @@ def available_cpus() -> int:
         return os.cpu_count() or 1
 
 
+def key_file_for(out: Path) -> Path:
+    """Where the secret grading key is kept by default: beside the gradebook."""
+    return out.with_name(out.stem + ".key")
+
+
+def load_or_create_key(path: Path) -> str:
+    """The hex key in ``path``; a new random one (readable by its owner only) if it is absent.
+
+    The hidden tests' inputs are drawn from it: keep it with the gradebook and out of students'
+    reach; a regrade with the same key draws the same inputs.
+    """
+    if not path.exists():
+        path.parent.mkdir(parents=True, exist_ok=True)
+        handle = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        with os.fdopen(handle, "w") as file:
+            file.write(secrets.token_hex(32) + "\n")
+    key = path.read_text().strip()
+    try:
+        if len(bytes.fromhex(key)) < 16:
+            raise ValueError
+    except ValueError:
+        raise GradingError(f"{path} must hold a hex key of at least 32 digits") from None
+    return key
+
+
 def grade(submissions: Path, out: Path, *, root: Path = COURSE_ROOT,
           timeout: int = DEFAULT_CELL_TIMEOUT_S, memory_gb: float = DEFAULT_MEMORY_GB,
-          unsafe: bool = False, workers: int = 1) -> list[GradeRow]:
+          unsafe: bool = False, workers: int = 1, key_file: Path | None = None) -> list[GradeRow]:
     """Grade every submission under ``submissions``; write ``out`` and ``feedback/`` beside it.
 
     ``workers`` processes grade (student, lesson) folders side by side, each in its own nbgrader
     workspace, and each kernel gets ``cpus // workers`` threads, so parallel grading never
     oversubscribes the machine. The rows and files are the same for any number of workers.
+    The hidden tests' inputs come from the key in ``key_file`` (default: ``<out>.key`` beside
+    the gradebook, made on first use).
     """
     submissions, out = Path(submissions).resolve(), Path(out).resolve()
     if not submissions.is_dir():
@@ -260,6 +292,7 @@ def grade(submissions: Path, out: Path, *, root: Path = COURSE_ROOT,
     if not lessons:
         raise GradingError(f"no exercise sources under {root / SOURCE_DIRECTORY}")
     ensure_environment_on_path()
+    key = load_or_create_key(Path(key_file) if key_file else key_file_for(out))
 
     units = [(student_dir.name, lesson_dir) for student_dir in student_folders(submissions)
              for lesson_dir in sorted(p for p in student_dir.iterdir() if p.is_dir())]
@@ -267,7 +300,7 @@ def grade(submissions: Path, out: Path, *, root: Path = COURSE_ROOT,
     with tempfile.TemporaryDirectory(prefix="course-grade-") as scratch:
         settings = GraderSettings(root=root, scratch=Path(scratch), timeout=timeout,
                                   memory_gb=memory_gb, unsafe=unsafe,
-                                  kernel_threads=max(1, available_cpus() // workers))
+                                  kernel_threads=max(1, available_cpus() // workers), key=key)
         if workers == 1:
             grader = LessonGrader(settings)
             rows_by_unit = [grader.grade(student, lesson_dir) for student, lesson_dir in units]
@@ -291,6 +324,7 @@ class GraderSettings:
     memory_gb: float
     unsafe: bool
     kernel_threads: int
+    key: str  # hex; never leaves the grading processes
 
     @property
     def feedback_stage(self) -> Path:
@@ -304,7 +338,7 @@ class LessonGrader:
         self.settings = settings
         self.workspace = Path(tempfile.mkdtemp(prefix="workspace-", dir=settings.scratch))
         config = grading_config(self.workspace, settings.timeout, settings.memory_gb,
-                                settings.unsafe, settings.kernel_threads)
+                                settings.unsafe, settings.kernel_threads, settings.key)
         self.api = NbGraderAPI(coursedir=CourseDirectory(config=config), config=config)
         self.expected = {
             lesson: {nb.stem: exercises_of(nb) for nb in source_notebooks(lesson, settings.root)}
@@ -389,6 +423,7 @@ def collect_rows(workspace, student, lesson, notebook, exercises, failure, timeo
                 for e in exercises]
     graded = workspace / "autograded" / student / lesson / f"{notebook}.ipynb"
     reasons = reasons_by_grade_id(nbformat.read(graded, as_version=4), timeout, memory_gb)
+    flags = read_flags(workspace / "verdicts" / student / lesson / f"{notebook}.json")
     rows = []
     with Gradebook(f"sqlite:///{workspace / 'gradebook.db'}") as gradebook:
         for exercise in exercises:
@@ -403,6 +438,8 @@ def collect_rows(workspace, student, lesson, notebook, exercises, failure, timeo
                 points = 0.0
             status = "ok" if points >= exercise.max_points else (
                 reasons[exercise.grade_id] or "no points")
+            if flags.get(exercise.grade_id):
+                status += "; flagged: " + "; ".join(flags[exercise.grade_id])
             rows.append(GradeRow(student, lesson, exercise.grade_id, points, exercise.max_points,
                                  status))
     return rows
@@ -460,7 +497,7 @@ def grade_cli(args) -> int:
         print("course grade: WARNING: no sandbox (bubblewrap) here; running submissions "
               "unisolated because --unsafe was given")
     rows = grade(Path(args.submissions), Path(args.out), timeout=timeout, memory_gb=memory_gb,
-                 unsafe=args.unsafe, workers=args.workers)
+                 unsafe=args.unsafe, workers=args.workers, key_file=args.key)
     print(f"graded {len({(r.student, r.lesson) for r in rows})} submission(s); "
           f"gradebook: {args.out}; feedback: {Path(args.out).parent / 'feedback'}")
     print(summary(rows))

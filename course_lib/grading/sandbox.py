@@ -24,10 +24,12 @@ from pathlib import Path
 
 import nbformat
 from nbgrader.preprocessors import NbGraderPreprocessor
-from traitlets import Bool, Float, Integer
+from traitlets import Bool, Float, Integer, Unicode
 
 import course_lib
 from course_lib.grading.config import DEFAULT_CELL_TIMEOUT_S, DEFAULT_MEMORY_GB
+from course_lib.grading.hidden import GRADING_DIR_VARIABLE
+from course_lib.grading.trusted import GRADING_FOLDER, grade_notebook, write_verdicts
 
 MOUNT_POINT = "/submission"
 SYSTEM_DIRS = ("/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32")
@@ -88,6 +90,8 @@ def sandbox_environment(home: str, threads: int | None = None) -> dict[str, str]
         "MPLBACKEND": "Agg",
         "COURSE_PROFILE": "fast",
         "COURSE_DEVICE": "cpu",
+        # where the grader leaves the hidden tests' inputs and the kernel returns its data
+        GRADING_DIR_VARIABLE: f"{home}/{GRADING_FOLDER}",
         "PYTHONDONTWRITEBYTECODE": "1",
         "LANG": "C.UTF-8",
     }
@@ -169,7 +173,8 @@ def copy_without_notebooks(source: Path, target: Path) -> Path:
 
 
 class SandboxedExecute(NbGraderPreprocessor):
-    """nbgrader's Execute step, moved into the sandbox (``Autograde.autograde_preprocessors``)."""
+    """nbgrader's Execute step, moved into the sandbox (``Autograde.autograde_preprocessors``),
+    with every exercise's verdict decided outside it (:func:`grade_notebook`)."""
 
     timeout = Integer(DEFAULT_CELL_TIMEOUT_S, help="seconds each cell may run").tag(config=True)
     memory_gb = Float(DEFAULT_MEMORY_GB, help="address-space limit of the run").tag(config=True)
@@ -177,12 +182,27 @@ class SandboxedExecute(NbGraderPreprocessor):
     threads = Integer(None, allow_none=True,
                       help="math-library threads of the kernel (None: the libraries' default)"
                       ).tag(config=True)
+    source_root = Unicode(help="the grader's copy of the source notebooks, by lesson"
+                          ).tag(config=True)
+    key = Unicode(help="the secret key (hex) the hidden tests' inputs are drawn from"
+                  ).tag(config=True)
+    verdict_root = Unicode(help="where each notebook's verdicts and flags are written"
+                           ).tag(config=True)
 
     def preprocess(self, nb, resources):
+        names = tuple(resources["nbgrader"][k] for k in ("student", "assignment", "notebook"))
+        student, lesson, notebook = names
         folder = Path(resources["metadata"]["path"])
+
+        def execute(notebook_to_run, workdir):
+            return execute_isolated(notebook_to_run, workdir, cell_timeout=self.timeout,
+                                    memory_gb=self.memory_gb, unsafe=self.unsafe,
+                                    threads=self.threads)
+
         with tempfile.TemporaryDirectory(prefix="course-sandbox-") as scratch:
             workdir = copy_without_notebooks(folder, Path(scratch) / "submission")
-            executed = execute_isolated(nb, workdir, cell_timeout=self.timeout,
-                                        memory_gb=self.memory_gb, unsafe=self.unsafe,
-                                        threads=self.threads)
+            executed, verdicts = grade_notebook(
+                nb, workdir, source=Path(self.source_root) / lesson / f"{notebook}.ipynb",
+                key=bytes.fromhex(self.key), names=names, execute=execute)
+        write_verdicts(Path(self.verdict_root) / student / lesson / f"{notebook}.json", verdicts)
         return executed, resources

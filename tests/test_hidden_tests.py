@@ -1,0 +1,168 @@
+"""Every exercise's hidden test, checked in this process (no sandbox, no nbgrader).
+
+For each source notebook the hidden tests are collected as the grader collects them, and for
+several secret seeds:
+
+- the solution passes against itself, run twice on fresh copies of the inputs (observations are
+  deterministic, so an honest solution scores full marks under any key);
+- generic cheats (zeros of the first tensor argument, the first argument unchanged, None, always
+  ValueError, always NotImplementedError) fail every exercise;
+- the solution is not flagged, statically or while it runs, and every re-implemented reference
+  names something that exists.
+"""
+
+import ast
+import contextlib
+import io
+import re
+import types
+
+import nbformat
+import pytest
+import torch
+
+from course_lib.grading.config import lessons_with_exercises, source_notebooks
+from course_lib.grading.hidden import HiddenTest, collecting, observe_all, resolve
+from course_lib.grading.verdict import (
+    build_reference,
+    draw_inputs,
+    expected_records,
+    judge,
+    static_flags,
+)
+from course_lib.syllabus import COURSE_ROOT
+
+SEEDS = (1, 2, 3)
+NOTEBOOKS = [path for lesson in lessons_with_exercises(COURSE_ROOT)
+             for path in source_notebooks(lesson)]
+
+
+def _first_tensor(*args, **kwargs):
+    for value in args:
+        if isinstance(value, torch.Tensor):
+            return torch.zeros_like(value)
+    return 0.0
+
+
+def _raise(error):
+    def cheat(*args, **kwargs):
+        raise error
+    return cheat
+
+
+CHEATS = {
+    "zeros": _first_tensor,
+    "identity": lambda *args, **kwargs: args[0] if args else None,
+    "none": lambda *args, **kwargs: None,
+    "always ValueError": _raise(ValueError("no")),
+    "not attempted": _raise(NotImplementedError()),
+}
+
+
+def with_functions(test: HiddenTest, names, replacement) -> HiddenTest:
+    """``test`` observing ``replacement`` wherever it calls one of the exercise's ``names``."""
+    observe = test.observe
+    namespace = dict(observe.__globals__) | {name: replacement for name in names}
+    rebound = types.FunctionType(observe.__code__, namespace, observe.__name__,
+                                 observe.__defaults__, observe.__closure__)
+    return HiddenTest(test.grade_id, test.inputs, rebound, test.reimplements, test.tolerances)
+
+
+@pytest.fixture(scope="module", params=NOTEBOOKS, ids=lambda p: p.parent.name)
+def source(request):
+    nb = nbformat.read(request.param, as_version=4)
+    return nb, build_reference(nb, request.param.name)
+
+
+def test_every_test_cell_has_a_hidden_test(source):
+    nb, reference = source
+    test_cells = [c.metadata["nbgrader"]["grade_id"] for c in nb.cells
+                  if c.metadata.get("nbgrader", {}).get("grade")
+                  and not c.metadata["nbgrader"].get("solution")]
+    assert list(reference.tests) == test_cells
+    for grade_id, names in reference.functions.items():
+        assert names, f"{grade_id}: no solution function found before its test cell"
+
+
+def test_the_solution_passes_on_every_seed(source):
+    _, reference = source
+    for grade_id, test in reference.tests.items():
+        for seed in SEEDS:
+            inputs = draw_inputs(test, seed)
+            expected = expected_records(test, inputs)
+            again = expected_records(test, inputs)
+            verdict = judge(test, expected, {"observations": again, "reference_calls": []}, False)
+            assert verdict.passed, (grade_id, seed, verdict.error)
+            assert len(expected) >= 3, f"{grade_id}: observe at least three cases"
+            assert any(r[0] == "value" for r in expected.values()), grade_id
+
+
+@pytest.mark.parametrize("cheat", list(CHEATS))
+def test_generic_cheats_fail_every_exercise(source, cheat):
+    _, reference = source
+    for grade_id, test in reference.tests.items():
+        cheating = with_functions(test, reference.functions[grade_id], CHEATS[cheat])
+        for seed in SEEDS:
+            inputs = draw_inputs(test, seed)
+            got, _ = observe_all(cheating, inputs)
+            verdict = judge(test, expected_records(test, inputs),
+                            {"observations": got, "reference_calls": []}, False)
+            assert not verdict.passed, f"{grade_id}: the {cheat!r} cheat passes on seed {seed}"
+
+
+def test_the_solution_is_not_flagged(source):
+    nb, reference = source
+    for grade_id, test in reference.tests.items():
+        for dotted in test.reimplements:
+            assert resolve(dotted) is not None, f"{grade_id}: {dotted} does not exist"
+        assert static_flags(nb, grade_id, test.reimplements) == [], grade_id
+        _, called = observe_all(test, draw_inputs(test, SEEDS[0]),
+                                watch=reference.functions[grade_id])
+        assert called == [], f"{grade_id}: the solution calls {called}"
+
+
+HIDDEN_BLOCK = re.compile(r"### BEGIN HIDDEN TESTS\n(.*?)### END HIDDEN TESTS", re.S)
+
+
+def test_each_hidden_block_stands_on_its_own(source):
+    """A hidden block may use the notebook's visible code, never another hidden block's names:
+    when an earlier self-check fails, its hidden block never ran in the student's kernel."""
+    nb, _ = source
+    namespace: dict = {}
+    quiet = io.StringIO()
+    for cell in nb.cells:
+        if cell.cell_type != "code":
+            continue
+        blocks = HIDDEN_BLOCK.findall(cell.source)
+        with contextlib.redirect_stdout(quiet), contextlib.redirect_stderr(quiet):
+            exec(HIDDEN_BLOCK.sub("", cell.source), namespace)  # noqa: S102
+            for block in blocks:
+                with collecting() as found:
+                    exec(block, dict(namespace))  # noqa: S102
+                for test in found:
+                    records = expected_records(test, draw_inputs(test, SEEDS[0]))
+                    broken = {name: r[1][0] for name, r in records.items() if r[0] == "raised"
+                              and r[1][0] in ("NameError", "ImportError", "AttributeError")}
+                    assert not broken, f"{test.grade_id}: {broken}"
+
+
+def test_hidden_blocks_bind_only_private_names(source):
+    """Names a hidden block leaves in the student's kernel start with an underscore, so they
+    neither clobber the student's names nor hand out references to call without importing."""
+    nb, _ = source
+    for cell in nb.cells:
+        for block in HIDDEN_BLOCK.findall(cell.source if cell.cell_type == "code" else ""):
+            public = [name for node in ast.parse(block).body for name in _bound(node)
+                      if not name.startswith("_") and name != "grade_with"]
+            assert not public, f"{cell.metadata['nbgrader']['grade_id']} binds {public}"
+
+
+def _bound(node) -> list[str]:
+    if isinstance(node, ast.Import | ast.ImportFrom):
+        return [(a.asname or a.name).split(".")[0] for a in node.names]
+    if isinstance(node, ast.FunctionDef | ast.ClassDef):
+        return [node.name]
+    if isinstance(node, ast.Assign | ast.AnnAssign | ast.AugAssign | ast.For | ast.With):
+        return [n.id for n in ast.walk(node) if isinstance(n, ast.Name)
+                and isinstance(n.ctx, ast.Store)]
+    return []
