@@ -15,14 +15,17 @@ HIDDEN_LINES = re.compile(r"### BEGIN HIDDEN TESTS(.*?)### END HIDDEN TESTS", re
 
 
 def secret_lines(path):
-    """Substantial lines of solution and hidden-test blocks in a source notebook."""
-    lines = []
+    """Substantial lines of solution and hidden-test blocks in a source notebook, except those
+    that the visible code has too (``with torch.no_grad():`` is no secret)."""
+    lines, visible = [], []
     for cell in nbformat.read(path, as_version=4).cells:
+        visible.append(HIDDEN_LINES.sub("", SOLUTION_LINES.sub("", cell.source)))
         for pattern in (SOLUTION_LINES, HIDDEN_LINES):
             for block in pattern.findall(cell.source):
                 lines += [line.strip() for line in block.splitlines()
                           if len(line.strip()) > 20]
-    return lines
+    shown = "\n".join(visible)
+    return [line for line in lines if line not in shown]
 
 
 def test_there_is_a_first_exercise_set():

@@ -10,6 +10,7 @@ import copy
 import csv
 import hashlib
 import os
+import shutil
 from pathlib import Path
 
 import nbformat
@@ -323,6 +324,24 @@ def test_gradebook_inside_submissions_is_refused(tmp_path):
     (tmp_path / "subs").mkdir()
     with pytest.raises(GradingError, match="must not be inside the submissions"):
         grade(tmp_path / "subs", tmp_path / "subs" / "gradebook.csv")
+    with pytest.raises(GradingError, match="key .* must not be inside the submissions"):
+        grade(tmp_path / "subs", tmp_path / "gradebook.csv",
+              key_file=tmp_path / "subs" / "alice" / "gradebook.key")
+
+
+def test_broken_hidden_tests_stop_the_batch(tmp_path):
+    root = tmp_path / "course"
+    shutil.copytree(ROOT / "solutions" / FIRST, root / "solutions" / FIRST)
+    source = root / "solutions" / FIRST / f"{NOTEBOOK}.ipynb"
+    nb = nbformat.read(source, as_version=4)
+    cell = nb.cells[cell_index(nb, "ex2_dot_scores")]
+    cell.source = cell.source.replace('grade_with("ex2_dot_scores"', 'grade_with("ex9"')
+    nbformat.write(nb, source)
+    put = tmp_path / "subs" / "alice" / FIRST
+    put.mkdir(parents=True)
+    nbformat.write(solution(), put / f"{NOTEBOOK}.ipynb")
+    with pytest.raises(GradingError, match="hidden tests of .* are broken.*ex2_dot_scores"):
+        grade(tmp_path / "subs", tmp_path / "gradebook.csv", root=root, unsafe=True)
 
 
 def test_without_a_sandbox_grading_refuses_unless_unsafe(tmp_path, monkeypatch):
@@ -407,8 +426,9 @@ def test_the_key_stays_out_of_the_sandbox(batch):
     assert len(pages) == len(CHEAT_LESSONS) and not any(key in page for page in pages)
     for page in pages:
         assert "key " in page and "other-processes " in page  # the snoop ran to the end
-        for label in ("gradebook-db", "solutions"):
-            assert f"{label} FOUND" not in page, label
+        # It may find files of installed packages (nbgrader ships a test gradebook.db), never
+        # the grader's workspace (database, source copies) or the course's solutions.
+        assert "course-grade-" not in page and str(ROOT / "solutions") not in page
 
 
 def test_a_call_into_the_reference_is_flagged_not_failed(batch):

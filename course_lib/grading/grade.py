@@ -63,12 +63,14 @@ from course_lib.grading.config import (
     nbgrader_config,
     source_notebooks,
 )
+from course_lib.grading.hidden import HiddenTestError
 from course_lib.grading.sandbox import (
     SandboxedExecute,
     copy_without_notebooks,
     sandbox_available,
 )
 from course_lib.grading.trusted import read_flags
+from course_lib.grading.verdict import load_reference
 from course_lib.syllabus import COURSE_ROOT
 
 MAX_NOTEBOOK_BYTES = 20 * 2**20
@@ -292,7 +294,11 @@ def grade(submissions: Path, out: Path, *, root: Path = COURSE_ROOT,
     if not lessons:
         raise GradingError(f"no exercise sources under {root / SOURCE_DIRECTORY}")
     ensure_environment_on_path()
-    key = load_or_create_key(Path(key_file) if key_file else key_file_for(out))
+    key_file = Path(key_file).resolve() if key_file else key_file_for(out)
+    if key_file.is_relative_to(submissions):
+        raise GradingError(f"the grading key {key_file} must not be inside the submissions "
+                           f"folder {submissions}: students' folders reach the sandbox")
+    key = load_or_create_key(key_file)
 
     units = [(student_dir.name, lesson_dir) for student_dir in student_folders(submissions)
              for lesson_dir in sorted(p for p in student_dir.iterdir() if p.is_dir())]
@@ -355,6 +361,11 @@ class LessonGrader:
             result = self.api.generate_assignment(lesson, force=True, create=True)
         if not result["success"]:
             raise GradingError(f"nbgrader could not prepare {lesson}: {_failure_text(result)}")
+        for notebook in self.expected[lesson]:  # an author's mistake stops the batch, here
+            try:
+                load_reference(self.workspace / "source" / lesson / f"{notebook}.ipynb")
+            except HiddenTestError as error:
+                raise GradingError(f"the hidden tests of {lesson} are broken: {error}") from error
         self.prepared.add(lesson)
 
     def grade(self, student: str, lesson_dir: Path) -> list[GradeRow]:

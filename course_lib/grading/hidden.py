@@ -166,7 +166,7 @@ def encode(value: Any, depth: int = 0) -> Any:
             return {"unsupported": f"{value.layout} tensor"}
         if value.numel() > MAX_ELEMENTS:
             return {"unsupported": f"tensor of {value.numel()} elements"}
-        return value.detach().to("cpu").as_subclass(torch.Tensor).clone()
+        return value.detach().cpu().as_subclass(torch.Tensor).clone()
     for kind in (bool, int, float, str):  # bool before int: True is an int too
         if isinstance(value, kind):
             return kind(value)[:100_000] if kind is str else kind(value)
