@@ -1,4 +1,4 @@
-"""The repository has the layout COURSE_PLAN.md asks for, and README.md tells the truth."""
+"""The repository has the course's required top-level layout, and README.md tells the truth."""
 
 import re
 from pathlib import Path

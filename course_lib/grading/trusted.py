@@ -14,7 +14,6 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import stat
 from collections.abc import Callable
 from pathlib import Path
 
@@ -93,26 +92,22 @@ def write_inputs(reference: Reference, folder: Path, key: bytes,
 
 
 def read_results_inside(folder: Path, grade_id: str) -> dict:
-    """Read ``results/<grade_id>.pt`` below ``folder`` without following any link the sandbox
-    may have put in the way."""
-    relative = hidden.results_file(Path("."), grade_id)
+    """Read ``results/<grade_id>.pt`` below ``folder``, following no link the sandbox may have
+    put in the way (``O_NOFOLLOW`` on every step; ``O_DIRECTORY`` for the folders)."""
+    result = hidden.results_file(Path(folder), grade_id)
+    opened = []
     try:
-        directory = os.open(folder, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW)
+        for path in (result.parent.parent, result.parent):
+            opened.append(os.open(path.name if opened else path,
+                                  os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW,
+                                  dir_fd=opened[-1] if opened else None))
     except OSError as error:
         raise UnusableResults("no results came back") from error
-    try:
-        inner = os.open(relative.parent.name, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW,
-                        dir_fd=directory)
-    except OSError as error:
-        raise UnusableResults("no results came back") from error
+    else:
+        return read_results(result.name, dir_fd=opened[-1])
     finally:
-        os.close(directory)
-    try:
-        if not stat.S_ISDIR(os.fstat(inner).st_mode):
-            raise UnusableResults("no results came back")
-        return read_results(relative.name, dir_fd=inner)
-    finally:
-        os.close(inner)
+        for handle in opened:
+            os.close(handle)
 
 
 def apply_verdicts(nb, verdicts: dict[str, Verdict]) -> None:
