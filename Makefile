@@ -1,6 +1,8 @@
 # The course's entry points. Two commands are all a learner needs:
 #   make lab    set up .venv if needed, then start JupyterLab on notebooks/
 #   make test   set up .venv if needed, then lint and run the whole test suite
+# and one for the measured results:
+#   make reproduce   retrain every experiment for SEEDS (default 0-4), regenerate docs/results.md
 # Kept to GNU Make 3.81 features (the make that macOS ships).
 
 PYTHON ?= python3
@@ -17,7 +19,9 @@ PYTEST_NOTEBOOKS := --nbval-lax --nbval-current-env --nbval-cell-timeout=600
 # everything in one process.
 PYTEST_PARALLEL ?= -n auto --dist loadscope
 
-.PHONY: lab test setup test-full check exercises clean-notebooks clean
+SEEDS ?= 0-4
+
+.PHONY: lab test setup test-full check exercises clean-notebooks clean reproduce
 
 setup:
 	@COURSE_VENV=$(VENV) $(PYTHON) tools/bootstrap.py
@@ -35,6 +39,9 @@ test: setup
 test-full: setup
 	COURSE_PROFILE=full $(BIN)/python -m pytest tests -m slow
 	COURSE_PROFILE=full $(BIN)/python -m pytest $(NOTEBOOK_DIRS) $(PYTEST_NOTEBOOKS)
+
+reproduce: setup
+	COURSE_PROFILE=full $(BIN)/course reproduce all --seeds $(SEEDS)
 
 check: setup
 	$(BIN)/course check

@@ -4,9 +4,11 @@
     course clean-notebooks [PATH] strip outputs and stray metadata from committed notebooks
     course assign [LESSON ...]    regenerate exercises/ from solutions/ (nbgrader)
     course grade SUBMISSIONS      autograde submissions into a gradebook CSV and feedback HTML
-    course reproduce bottleneck   retrain every translator, write results/bottleneck.json
-    course reproduce captioning   retrain both captioners, write results/captioning.json
-    course reproduce transformer  retrain the Transformer, write results/transformer.json
+    course reproduce bottleneck   retrain every translator, write results/seed-N/bottleneck.json
+    course reproduce captioning   retrain both captioners, write results/seed-N/captioning.json
+    course reproduce transformer  retrain the Transformer, write results/seed-N/transformer.json
+    course reproduce all          every experiment (--seeds 0-4), then docs/results.md
+    course results                regenerate docs/results.md from results/seed-*/
     course bench                  time course_lib against PyTorch; results/bench.json and
                                   docs/performance.md
 """
@@ -44,7 +46,7 @@ def build_parser() -> argparse.ArgumentParser:
     grade.add_argument("--unsafe", action="store_true",
                        help="run submissions without a sandbox when bubblewrap is missing")
     reproduce = commands.add_parser("reproduce", help="retrain and measure a headline result")
-    reproduce.add_argument("experiment", choices=["bottleneck", "captioning", "transformer"])
+    reproduce.add_argument("experiment", choices=["bottleneck", "captioning", "transformer", "all"])
     reproduce.add_argument("--model", default=None,
                            help="train only this model: none, bahdanau, luong-dot, luong-general, "
                                 "luong-concat, luong-local, luong-local-m or "
@@ -52,7 +54,24 @@ def build_parser() -> argparse.ArgumentParser:
     reproduce.add_argument("--dataset", default=None,
                            help="captioning only: digits or shapes (default: both)")
     reproduce.add_argument("--seed", type=int, default=0, help="data and initialisation seed")
-    reproduce.add_argument("--out-dir", default=None, help="where to write (default: results/)")
+    reproduce.add_argument("--seeds", default=None, metavar="A-B",
+                           help="several seeds, e.g. 0-4 or 0,2 (instead of --seed)")
+    reproduce.add_argument("--out-dir", default=None,
+                           help="results folder; each seed goes in seed-N/ (default: results/)")
+    reproduce.add_argument("--max-minutes", type=float, default=None,
+                           help="stop each model's training after this many minutes even if its "
+                                "step budget is not spent (the numbers then differ from the "
+                                "documented ones; the output says so)")
+    reproduce.add_argument("--threads", type=int, default=None,
+                           help="torch threads (default 2, the count the documented numbers were "
+                                "measured with; another count gives other bits)")
+    reproduce.add_argument("--page", default=None,
+                           help="all only: the results page to write (default: docs/results.md)")
+    reproduce.add_argument("--no-page", action="store_true",
+                           help="all only: do not write the results page")
+    results = commands.add_parser("results", help="regenerate docs/results.md from results/")
+    results.add_argument("--results-dir", default=None, help="default: results/")
+    results.add_argument("--page", default=None, help="default: docs/results.md")
     bench = commands.add_parser(
         "bench", help="time course_lib against PyTorch; write results/bench.json and "
                       "docs/performance.md")
@@ -104,9 +123,13 @@ def main(argv: list[str] | None = None) -> int:
             print(f"course grade: {error}", file=sys.stderr)
             return 2
     if args.command == "reproduce":
-        from course_lib.reproduce import reproduce_cli
+        from course_lib.experiments import reproduce_cli
 
         return reproduce_cli(args)
+    if args.command == "results":
+        from course_lib.experiments import results_cli
+
+        return results_cli(args)
     if args.command == "bench":
         from course_lib.bench import bench_cli
 

@@ -2,11 +2,11 @@
 
 ``course reproduce bottleneck`` trains every translator of lessons 02-05 (no attention,
 Bahdanau, Luong dot/general/concat, Luong local-p) on the same generated corpus, each from
-scratch with the same seed and the same time budget (5 minutes in the full profile), and writes
-``results/bottleneck.json`` and ``results/bottleneck.png``: test-split BLEU overall and per
-source-length bucket, alignment accuracy against the gold word alignments, parameters and wall
-time. ``--model NAME`` trains one model and writes ``results/bottleneck-NAME.json`` in the same
-shape. Lessons 03-05 call the same functions.
+scratch with the same seed for the same number of optimiser steps (:data:`BOTTLENECK_STEPS`),
+and writes ``results/seed-N/bottleneck.json`` and ``bottleneck.png``: test-split BLEU overall
+and per source-length bucket, alignment accuracy against the gold word alignments, parameters,
+steps and training time. ``--model NAME`` trains one model and writes ``bottleneck-NAME.json``
+in the same shape. Lessons 03-05 call the same functions.
 """
 
 from __future__ import annotations
@@ -25,7 +25,7 @@ from course_lib.checkpoint import CheckpointError, load_checkpoint, save_checkpo
 from course_lib.data.corpus import Corpus, CorpusConfig, load_corpus
 from course_lib.device import get_device
 from course_lib.profile import by_profile, get_profile
-from course_lib.seeding import seed_everything
+from course_lib.seeding import REPRODUCE_THREADS, fixed_threads, seed_everything
 from course_lib.syllabus import COURSE_ROOT
 from course_lib.training import History
 from course_lib.translation import (
@@ -44,15 +44,29 @@ from course_lib.translation import (
 
 BOTTLENECK_MODELS = HEADLINE_MODELS
 DEFAULT_SEED = 0
-MODEL_CACHE = COURSE_ROOT / ".cache" / "models"
+# Trained models, keyed by their settings; COURSE_MODEL_CACHE moves the folder (read at import).
+MODEL_CACHE = Path(os.environ.get("COURSE_MODEL_CACHE") or COURSE_ROOT / ".cache" / "models")
+RESULTS_DIR = COURSE_ROOT / "results"
+# Optimiser steps per translator in the full profile: 8 epochs of the 16,000 training pairs in
+# batches of 128, the same for every model, so every model sees the same batches in the same order.
+BOTTLENECK_STEPS = 1000
+
+
+def seed_dir(seed: int, results_dir: Path = RESULTS_DIR) -> Path:
+    """Where ``course reproduce`` writes the results of one seed: ``results/seed-N``."""
+    return Path(results_dir) / f"seed-{seed}"
 
 
 @dataclass
 class BottleneckSettings:
+    """Corpus size, model sizes, training settings and the torch threads of the bottleneck
+    experiment."""
+
     corpus_size: int
     hidden_size: int
     embed_dim: int
     train: TrainSettings
+    threads: int = REPRODUCE_THREADS
 
     @classmethod
     def for_profile(cls, seed: int = DEFAULT_SEED) -> BottleneckSettings:
@@ -61,7 +75,7 @@ class BottleneckSettings:
             hidden_size=by_profile(fast=32, full=256),
             embed_dim=by_profile(fast=16, full=128),
             train=TrainSettings(batch_size=by_profile(fast=32, full=128), lr=3e-3,
-                                budget_s=by_profile(fast=3.0, full=300.0), seed=seed),
+                                steps=by_profile(fast=20, full=BOTTLENECK_STEPS), seed=seed),
         )
 
 
@@ -121,15 +135,18 @@ def translation_entry(scores: dict, model: torch.nn.Module, history, wall_s: flo
                       alignment: float | None = None) -> dict:
     """A translation model's JSON record (the same keys for every model of every command):
     test BLEU overall and by source length, alignment accuracy (None without attention), size,
-    training time, epochs and final training loss."""
+    optimiser steps, epochs, training time, final training loss, and ``cut_short`` (True when a
+    ``max_minutes`` safety valve ended training before its step budget)."""
     return {
         "bleu": _rounded(scores["bleu"]),
         "bleu_by_length": {k: _rounded(v) for k, v in scores["bleu_by_length"].items()},
         "alignment_accuracy": _rounded(alignment, 4),
         "params": sum(p.numel() for p in model.parameters()),
-        "wall_s": round(wall_s, 1),
+        "steps": int(history["steps"][-1]),
         "epochs": len(history),
-        "final_train_loss": round(history["train_loss"][-1], 4),
+        "wall_s": round(wall_s, 1),
+        "final_train_loss": round(history["train_loss"][-1], 6),
+        "cut_short": bool(history.stopped_by_time),
     }
 
 
@@ -200,9 +217,12 @@ def reproduce_bottleneck(models: str | tuple[str, ...] | list[str] = BOTTLENECK_
             if reuse and cache_dir is not None else None
         if saved is not None:
             print(f"{name}: loaded the model trained with these settings from {cache_dir}")
-        entry, model, history, hypotheses = saved or train_and_measure(
-            name, corpus, vocabs, settings, device, progress=progress, live_plot=live_plot,
-            cache_dir=cache_dir)
+        else:
+            with fixed_threads(settings.threads):
+                saved = train_and_measure(name, corpus, vocabs, settings, device,
+                                          progress=progress, live_plot=live_plot,
+                                          cache_dir=cache_dir)
+        entry, model, history, hypotheses = saved
         entries[name] = entry
         run.models[name], run.histories[name], run.hypotheses[name] = model, history, hypotheses
     run.result.update({"models": entries, **run_metadata(seed, device, settings, corpus)})
@@ -221,6 +241,7 @@ def run_metadata(seed: int, device: torch.device, settings, corpus: Corpus | Non
         "profile": get_profile(),
         "device": str(device),
         "machine": f"{platform.machine()}, {os.cpu_count()} cores, torch {torch.__version__}",
+        "threads": getattr(settings, "threads", torch.get_num_threads()),
     }
     if corpus is not None:
         metadata["corpus"] = {"size": corpus.config.size, "test_pairs": len(corpus.test)}
@@ -272,37 +293,3 @@ def results_table(result: dict) -> str:
                  f"{e['wall_s']:.0f}", str(e["epochs"])]
         lines.append("| " + " | ".join(cells) + " |")
     return "\n".join(lines)
-
-
-def reproduce_cli(args) -> int:
-    if args.experiment == "transformer":
-        from course_lib.transformer_experiment import transformer_cli
-
-        if args.model is not None or args.dataset is not None:
-            print("course reproduce transformer takes neither --model nor --dataset",
-                  file=sys.stderr)
-            return 2
-        return transformer_cli(args)
-    if args.experiment == "captioning":
-        from course_lib.caption_experiment import captioning_cli
-
-        if args.model is not None:
-            print("course reproduce captioning: --model is for bottleneck; use --dataset",
-                  file=sys.stderr)
-            return 2
-        return captioning_cli(args)
-    if args.dataset is not None:
-        print("course reproduce bottleneck: --dataset is for captioning; use --model",
-              file=sys.stderr)
-        return 2
-    if args.model is not None and args.model not in TRANSLATORS:
-        print(f"course reproduce: unknown model {args.model!r}; available: "
-              f"{', '.join(TRANSLATORS)}", file=sys.stderr)
-        return 2
-    out_dir = Path(args.out_dir) if args.out_dir else COURSE_ROOT / "results"
-    models = args.model if args.model else BOTTLENECK_MODELS
-    run = reproduce_bottleneck(models, seed=args.seed, out_dir=out_dir)
-    print(run.table())
-    stem = f"bottleneck-{args.model}" if args.model else "bottleneck"
-    print(f"wrote {out_dir / (stem + '.json')}")
-    return 0

@@ -10,8 +10,14 @@ captioner all train through the same code::
 
 Per epoch the history records ``train_loss`` (the batch-size-weighted mean of the batch losses),
 ``val_loss`` (same, on ``val_batches``), every metric, ``grad_norm`` (mean norm before clipping),
-``lr``, ``time_s`` (the epoch's wall time, evaluation included) and ``train_s`` (training time
-so far: the seconds spent in training steps, evaluation excluded).
+``lr``, ``steps`` (optimiser steps so far), ``time_s`` (the epoch's wall time, evaluation
+included) and ``train_s`` (training time so far: the seconds spent in training steps, evaluation
+excluded).
+
+A run's length is counted in optimiser steps (``max_steps``) or epochs, never in seconds, so the
+same seed gives the same model on a fast machine, a slow one and a busy one. ``max_time_s`` is
+only a safety valve that a learner sets on purpose; a run it cuts short says so
+(``history.stopped_by_time``).
 
 The same loop runs unchanged on every process of a ``torchrun`` job with a
 ``DistributedDataParallel`` model (:mod:`course_lib.distributed`); see :func:`fit`.
@@ -191,26 +197,22 @@ def in_notebook() -> bool:
     return shell is not None and "IPKernelApp" in getattr(shell, "config", {})
 
 
-def time_budget_cosine(optimizer: torch.optim.Optimizer, budget_s: float,
-                       final_fraction: float = 0.05,
-                       clock: Callable[[], float] = time.perf_counter
-                       ) -> torch.optim.lr_scheduler.LambdaLR:
-    """A cosine learning-rate decay over a training-time budget instead of a step count:
+def cosine_decay(optimizer: torch.optim.Optimizer, total_steps: int,
+                 final_fraction: float = 0.05) -> torch.optim.lr_scheduler.LambdaLR:
+    """A cosine learning-rate decay over ``total_steps`` optimiser steps:
 
-        lr(t) = lr₀ · (f + (1 − f) · ½ · (1 + cos(π · min(1, t / budget_s))))
+        lr(n) = lr₀ · (f + (1 − f) · ½ · (1 + cos(π · min(1, n / total_steps))))
 
-    with t the seconds since this call and f = ``final_fraction``. For ``fit(...,
-    max_time_s=budget_s, scheduler=...)``, where the number of steps that fit the budget is not
-    known in advance; the rate reaches f · lr₀ as the budget runs out. ``clock`` is for tests.
+    with n the steps already taken and f = ``final_fraction``: lr₀ at the first step, f · lr₀
+    from step ``total_steps`` on. Counted in steps, it decays the same way on every machine.
     """
-    if budget_s <= 0:
-        raise ValueError(f"budget_s must be positive, got {budget_s}")
+    if isinstance(total_steps, bool) or not isinstance(total_steps, int) or total_steps < 1:
+        raise ValueError(f"total_steps must be a positive int, got {total_steps!r}")
     if not 0.0 <= final_fraction <= 1.0:
         raise ValueError(f"final_fraction must lie in [0, 1], got {final_fraction}")
-    started = clock()
 
-    def factor(_step: int) -> float:
-        progress = min(1.0, (clock() - started) / budget_s)
+    def factor(done: int) -> float:
+        progress = min(1.0, done / total_steps)
         return final_fraction + (1.0 - final_fraction) * 0.5 * (1.0 + math.cos(math.pi * progress))
 
     return torch.optim.lr_scheduler.LambdaLR(optimizer, factor)
@@ -248,13 +250,52 @@ def warmup_inverse_sqrt(optimizer: torch.optim.Optimizer, warmup_steps: int
     return torch.optim.lr_scheduler.LambdaLR(optimizer, factor)
 
 
+class _Progress:
+    """The progress bars of :func:`fit`: with a step budget, one bar over all ``max_steps``
+    steps (its remaining time is estimated from the steps still to take); otherwise a bar over
+    epochs and one over the batches of the current epoch."""
+
+    def __init__(self, enabled: bool, epochs: int, max_steps: int | None) -> None:
+        self.by_steps = max_steps is not None
+        self.epochs = tqdm(total=epochs, desc="epochs", disable=not enabled or self.by_steps)
+        self.batches = tqdm(total=max_steps, desc="steps" if self.by_steps else "batches",
+                            leave=self.by_steps, disable=not enabled)
+
+    def start_epoch(self, epoch: int, batches: int | None) -> None:
+        if not self.by_steps:
+            self.batches.reset(total=batches)
+        self.batches.set_description(f"epoch {epoch}")
+
+    def step(self, loss: float) -> None:
+        self.batches.update(1)
+        self.batches.set_postfix(loss=f"{loss:.4f}", refresh=False)
+
+    def end_epoch(self, record: dict[str, float]) -> None:
+        shown = {k: f"{v:.4g}" for k, v in record.items()
+                 if k not in ("epoch", "grad_norm", "lr", "time_s", "train_s", "steps")}
+        (self.batches if self.by_steps else self.epochs).set_postfix(shown)
+        self.epochs.update(1)
+
+    def close(self) -> None:
+        self.batches.close()
+        self.epochs.close()
+
+
+def epochs_for(max_steps: int, train_batches: Any) -> int:
+    """Epochs that ``max_steps`` optimiser steps start: ⌈max_steps / batches per epoch⌉."""
+    if not hasattr(train_batches, "__len__") or len(train_batches) == 0:
+        raise ValueError("max_steps without epochs needs train_batches with a length > 0")
+    return math.ceil(max_steps / len(train_batches))
+
+
 def fit(
     model: nn.Module,
     optimizer: torch.optim.Optimizer,
     train_batches: Iterable[Any],
     loss_fn: LossFn,
     *,
-    epochs: int,
+    epochs: int | None = None,
+    max_steps: int | None = None,
     val_batches: Iterable[Any] | None = None,
     metrics: Mapping[str, Metric] | None = None,
     device: torch.device | str | None = None,
@@ -267,7 +308,8 @@ def fit(
     progress: bool = True,
     max_time_s: float | None = None,
 ) -> History:
-    """Train ``model`` for up to ``epochs`` epochs and return its :class:`History`.
+    """Train ``model`` for ``max_steps`` optimiser steps or ``epochs`` epochs (whichever ends
+    first when both are given) and return its :class:`History`.
 
     Each step: ``loss = loss_fn(model, batch)``; backward; gradients clipped to total norm
     ``clip_grad_norm`` if given (``g <- g * min(1, c / ||g||)``); ``optimizer.step()``.
@@ -275,9 +317,14 @@ def fit(
     ``torch.float16``) turns on ``torch.autocast``, with gradient scaling for float16.
     ``metrics`` maps names to ``metric(model) -> float``, evaluated after each epoch in eval mode
     without gradients. ``live_plot`` draws the curves as they grow (default: in notebooks only).
-    ``max_time_s`` is a training-time budget: only time in training steps counts (validation,
-    metrics and callbacks do not); the epoch in which it runs out is the last (it stops after the
-    current batch) and ``history.stopped_by_time`` is set.
+
+    ``max_steps`` ends training after that many optimiser steps; the epoch it ends in is the
+    last, and is recorded as usual. Without ``epochs`` it trains ⌈max_steps / len(batches)⌉
+    epochs at most. The progress bar then counts steps and estimates the time left from them.
+    ``max_time_s`` is a safety valve, not a budget: only time in training steps counts
+    (validation, metrics and callbacks do not); if it runs out first, training stops after the
+    current batch and ``history.stopped_by_time`` is set, and the model is not the one the step
+    budget would have given.
 
     Under ``torchrun`` with a ``DistributedDataParallel`` model (:mod:`course_lib.distributed`)
     the loop is the same on every rank; only three things change, and only when
@@ -296,10 +343,19 @@ def fit(
     every rank as given; a metric must run on every rank too (a DDP forward may synchronise
     buffers across ranks), or call ``model.module``.
     """
+    if max_steps is not None and (isinstance(max_steps, bool) or not isinstance(max_steps, int)
+                                  or max_steps < 1):
+        raise ValueError(f"max_steps must be a positive int, got {max_steps!r}")
+    if epochs is None:
+        if max_steps is None:
+            raise ValueError("give epochs, max_steps or both")
+        epochs = epochs_for(max_steps, train_batches)
     if epochs < 1:
         raise ValueError(f"epochs must be at least 1, got {epochs}")
     if clip_grad_norm is not None and clip_grad_norm <= 0:
         raise ValueError(f"clip_grad_norm must be positive, got {clip_grad_norm}")
+    if max_time_s is not None and max_time_s <= 0:
+        raise ValueError(f"max_time_s must be positive, got {max_time_s}")
     if amp_dtype not in (None, torch.float16, torch.bfloat16):
         raise ValueError(
             f"amp_dtype must be None, torch.float16 or torch.bfloat16, got {amp_dtype}"
@@ -321,20 +377,17 @@ def fit(
     best_state: dict[str, torch.Tensor] | None = None
     epochs_without_gain = 0
     trained_s = 0.0  # seconds spent in training steps; evaluation does not count
+    steps = 0  # optimiser steps taken
     distributed = _world_size() > 1
-    progress = progress and _is_main_process()
-    epoch_bar = tqdm(range(1, epochs + 1), desc="epochs", disable=not progress)
-    # One batch bar, reset every epoch, rather than a new bar (and widget) per epoch.
-    batch_bar = tqdm(desc="batches", leave=False, disable=not progress)
+    bars = _Progress(progress and _is_main_process(), epochs, max_steps)
     sampler = getattr(train_batches, "sampler", None)
-    for epoch in epoch_bar:
+    for epoch in range(1, epochs + 1):
         start = time.perf_counter()
         if callable(getattr(sampler, "set_epoch", None)):
             sampler.set_epoch(epoch - 1)  # a new shuffle each epoch, counted from 0
         model.train()
         total, rows, norms = 0.0, 0, []
-        batch_bar.reset(total=len(train_batches) if hasattr(train_batches, "__len__") else None)
-        batch_bar.set_description(f"epoch {epoch}")
+        bars.start_epoch(epoch, len(train_batches) if hasattr(train_batches, "__len__") else None)
         train_start = time.perf_counter()
         for step, batch in enumerate(train_batches):
             batch = to_device(batch, device)
@@ -350,11 +403,13 @@ def fit(
             scaler.update()
             if scheduler is not None:
                 scheduler.step()
+            steps += 1
             size = max(batch_size(batch), 1)
             total += loss.item() * size
             rows += size
-            batch_bar.update(1)
-            batch_bar.set_postfix(loss=f"{loss.item():.4f}", refresh=False)
+            bars.step(loss.item())
+            if max_steps is not None and steps >= max_steps:
+                break
             if max_time_s is not None:
                 out_of_time = trained_s + time.perf_counter() - train_start >= max_time_s
                 if distributed:
@@ -377,11 +432,11 @@ def fit(
                 record[name] = float(metric(model))
         record["grad_norm"] = sum(norms) / len(norms)
         record["lr"] = float(optimizer.param_groups[0]["lr"])
+        record["steps"] = steps
         record["time_s"] = time.perf_counter() - start
         record["train_s"] = trained_s
         history.records.append(record)
-        epoch_bar.set_postfix({k: f"{v:.4g}" for k, v in record.items()
-                               if k not in ("epoch", "grad_norm", "lr", "time_s", "train_s")})
+        bars.end_epoch(record)
         for callback in callbacks:
             callback.on_epoch_end(epoch, record, model)
 
@@ -401,10 +456,9 @@ def fit(
                 if epochs_without_gain >= early_stopping.patience:
                     history.stopped_early = epoch < epochs
                     break
-        if history.stopped_by_time:
+        if history.stopped_by_time or (max_steps is not None and steps >= max_steps):
             break
-    batch_bar.close()
-    epoch_bar.close()
+    bars.close()
     if best_state is not None:
         model.load_state_dict(best_state)
     model.eval()

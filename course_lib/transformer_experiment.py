@@ -1,7 +1,7 @@
 """Training and measuring the Transformer of lesson 10: ``course reproduce transformer``.
 
 The Transformer is trained from scratch on the corpus of lessons 02-05 (same size, same seed as
-``course reproduce bottleneck``) for a fixed training-time budget, and measured on the test
+``course reproduce bottleneck``) for a fixed number of optimiser steps, and measured on the test
 split as the RNN models are: BLEU overall and per source-length bucket. Three more
 measurements:
 
@@ -41,19 +41,26 @@ from course_lib.reproduce import (
     translation_entry,
     write_json,
 )
-from course_lib.seeding import seed_everything
+from course_lib.seeding import REPRODUCE_THREADS, fixed_threads, seed_everything
 from course_lib.seq2seq import translation_loss
-from course_lib.syllabus import COURSE_ROOT
 from course_lib.training import History, fit, warmup_inverse_sqrt
 from course_lib.transformer import Transformer, TransformerConfig, transformer_loss
-from course_lib.translation import Vocabs, build_translator, build_vocabs, evaluate_translator
+from course_lib.translation import (
+    Vocabs,
+    build_translator,
+    build_vocabs,
+    evaluate_translator,
+    max_time_s,
+)
 
 REFERENCE_MODELS = ("none", "bahdanau")
+TRANSFORMER_STEPS = 3000  # 12 epochs of the 16,000 training pairs in batches of 64
 
 
 @dataclass
 class TransformerSettings:
-    """The model, the optimiser and the budget of ``course reproduce transformer``."""
+    """The model, the optimiser and the step budget of ``course reproduce transformer``.
+    ``max_minutes`` is an optional safety valve on training time."""
 
     corpus_size: int
     d_model: int
@@ -66,11 +73,12 @@ class TransformerSettings:
     lr: float = 2e-3
     warmup_steps: int = 200
     label_smoothing: float = 0.1
-    budget_s: float = 480.0
-    max_epochs: int = 100
+    steps: int = TRANSFORMER_STEPS
+    max_minutes: float | None = None
     step_lengths: tuple[int, ...] = (16, 32, 64, 128)
     step_batch_size: int = 32
     seed: int = DEFAULT_SEED
+    threads: int = REPRODUCE_THREADS
 
     @classmethod
     def for_profile(cls, seed: int = DEFAULT_SEED) -> TransformerSettings:
@@ -81,7 +89,7 @@ class TransformerSettings:
                    d_ff=by_profile(fast=64, full=512),
                    batch_size=by_profile(fast=32, full=64),
                    warmup_steps=by_profile(fast=10, full=200),
-                   budget_s=by_profile(fast=3.0, full=480.0),
+                   steps=by_profile(fast=20, full=TRANSFORMER_STEPS),
                    step_lengths=by_profile(fast=(8, 16), full=(16, 32, 64, 128)),
                    step_batch_size=by_profile(fast=4, full=32), seed=seed)
 
@@ -103,8 +111,8 @@ class BleuCurve:
     def on_epoch_end(self, epoch: int, record: dict[str, float], model) -> None:
         score = evaluate_translator(model, self.pairs, self.vocabs)["bleu"]
         record["test_bleu"] = score
-        self.points.append({"epoch": epoch, "train_s": round(record["train_s"], 1),
-                            "bleu": round(score, 2)})
+        self.points.append({"epoch": epoch, "steps": int(record["steps"]),
+                            "train_s": round(record["train_s"], 1), "bleu": round(score, 2)})
 
 
 def time_to_reach(curve: list[dict[str, float]], target: float | None) -> float | None:
@@ -119,14 +127,14 @@ def train_transformer(model: Transformer, corpus: Corpus, vocabs: Vocabs,
                       settings: TransformerSettings, device: torch.device | str,
                       callbacks=(), **fit_kwargs) -> History:
     """Adam (β₂ = 0.98, ε = 1e-9, as the paper) with the warm-up schedule peaking at
-    ``settings.lr``, label-smoothed loss, until ``settings.budget_s`` seconds of training."""
+    ``settings.lr``, label-smoothed loss, for ``settings.steps`` optimiser steps."""
     batches = BatchIterator(corpus.train, vocabs.src, vocabs.tgt, settings.batch_size,
                             seed=settings.seed)
     optimizer = torch.optim.Adam(model.parameters(), lr=settings.lr, betas=(0.9, 0.98), eps=1e-9)
     return fit(model, optimizer, batches, transformer_loss(settings.label_smoothing),
-               epochs=settings.max_epochs, device=device, clip_grad_norm=1.0,
+               max_steps=settings.steps, device=device, clip_grad_norm=1.0,
                scheduler=warmup_inverse_sqrt(optimizer, settings.warmup_steps),
-               max_time_s=settings.budget_s, callbacks=callbacks, **fit_kwargs)
+               max_time_s=max_time_s(settings.max_minutes), callbacks=callbacks, **fit_kwargs)
 
 
 def transformer_path(corpus: Corpus, settings: TransformerSettings,
@@ -147,12 +155,13 @@ def _train_or_load(corpus: Corpus, vocabs: Vocabs, settings: TransformerSettings
                     extra["scores"])
         except CheckpointError as error:
             print(f"ignoring a stale checkpoint: {error}", file=sys.stderr)
-    seed_everything(settings.seed)
-    model = Transformer(settings.model_config(vocabs))
-    curve = BleuCurve(corpus.test, vocabs)
-    history = train_transformer(model, corpus, vocabs, settings, device, callbacks=[curve],
-                                progress=progress, live_plot=live_plot)
-    scores = evaluate_translator(model, corpus.test, vocabs)
+    with fixed_threads(settings.threads):
+        seed_everything(settings.seed)
+        model = Transformer(settings.model_config(vocabs))
+        curve = BleuCurve(corpus.test, vocabs)
+        history = train_transformer(model, corpus, vocabs, settings, device, callbacks=[curve],
+                                    progress=progress, live_plot=live_plot)
+        scores = evaluate_translator(model, corpus.test, vocabs)
     if path is not None:
         save_checkpoint(path, model, model.config, extra={
             "history": history.records, "curve": curve.points, "scores": scores})
@@ -389,11 +398,3 @@ def transformer_table(result: dict) -> str:
         lines += [f"| {r['seq_len']} | {1000 * r['transformer_s']:.1f} | "
                   f"{1000 * r['bahdanau_s']:.1f} |" for r in result["step_time_by_length"]]
     return "\n".join(lines)
-
-
-def transformer_cli(args) -> int:
-    out_dir = Path(args.out_dir) if args.out_dir else COURSE_ROOT / "results"
-    run = reproduce_transformer(seed=args.seed, out_dir=out_dir)
-    print(run.table())
-    print(f"wrote {out_dir / 'transformer.json'} and {out_dir / 'transformer.png'}")
-    return 0

@@ -8,6 +8,7 @@ import pytest
 
 from course_lib.reproduce import (
     BOTTLENECK_MODELS,
+    BOTTLENECK_STEPS,
     BottleneckSettings,
     checkpoint_path,
     reproduce_bottleneck,
@@ -16,7 +17,8 @@ from course_lib.reproduce import (
 from .reproduce_cli import run_reproduce
 
 BUCKETS = ["1-10", "11-20", "21-30", "31+"]
-ENTRY_KEYS = {"bleu", "bleu_by_length", "alignment_accuracy", "params", "wall_s", "epochs"}
+ENTRY_KEYS = {"bleu", "bleu_by_length", "alignment_accuracy", "params", "wall_s", "epochs",
+              "steps", "cut_short"}
 
 
 def course(*args, tmp_path):
@@ -26,9 +28,12 @@ def course(*args, tmp_path):
 def test_command_writes_the_promised_json_for_one_model(tmp_path):
     done = course("--model", "bahdanau", "--seed", "3", tmp_path=tmp_path)
     assert done.returncode == 0, done.stderr
-    result = json.loads((tmp_path / "bottleneck-bahdanau.json").read_text())
+    result = json.loads((tmp_path / "seed-3" / "bottleneck-bahdanau.json").read_text())
     entry = result["models"]["bahdanau"]
     assert set(entry) >= ENTRY_KEYS and list(entry["bleu_by_length"]) == BUCKETS
+    # Exactly the step budget, never cut short by the clock; two threads, whatever the machine.
+    assert entry["steps"] == BottleneckSettings.for_profile(3).train.steps
+    assert entry["cut_short"] is False and result["threads"] == 2
     assert 0 <= entry["alignment_accuracy"] <= 1 and entry["params"] > 0
     assert 0 <= entry["bleu"] <= 100 and result["seed"] == 3
     assert "| bahdanau |" in done.stdout  # the results table
@@ -78,7 +83,7 @@ def test_unknown_model_is_refused(tmp_path):
 
 @pytest.fixture(scope="module", params=[0, 1], ids=lambda seed: f"seed{seed}")
 def headline(request, tmp_path_factory):
-    """Every model, full profile, 5 minutes each (about 35 minutes per seed)."""
+    """Every model, full profile, its step budget each (about 40 minutes per seed)."""
     os.environ["COURSE_PROFILE"] = "full"
     try:
         return reproduce_bottleneck(seed=request.param, progress=False,
@@ -92,7 +97,7 @@ def test_no_attention_bleu_falls_with_length(headline):
     none = headline["none"]
     short, long = none["bleu_by_length"]["1-10"], none["bleu_by_length"]["31+"]
     assert short >= 85 and long <= 0.5 * short, none
-    assert none["wall_s"] <= 330
+    assert none["steps"] == BOTTLENECK_STEPS and not none["cut_short"]
 
 
 @pytest.mark.slow

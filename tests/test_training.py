@@ -9,9 +9,10 @@ from course_lib.training import (
     EarlyStopping,
     History,
     batch_size,
+    cosine_decay,
+    epochs_for,
     fit,
     supervised_loss,
-    time_budget_cosine,
 )
 
 CE = supervised_loss(nn.functional.cross_entropy)
@@ -216,34 +217,89 @@ def test_float16_autocast_with_grad_scaling_on_cuda():
     assert history["accuracy"][-1] > 0.8
 
 
-def test_time_budget_cosine_follows_the_clock():
-    now = [100.0]
+def test_cosine_decay_follows_the_steps():
     optimizer = torch.optim.SGD([nn.Parameter(torch.zeros(1))], lr=0.2)
-    schedule = time_budget_cosine(optimizer, budget_s=10.0, final_fraction=0.1,
-                                  clock=lambda: now[0])
-    seen = {}
-    for elapsed in (0.0, 2.5, 5.0, 10.0, 30.0):
-        now[0] = 100.0 + elapsed
+    schedule = cosine_decay(optimizer, total_steps=10, final_fraction=0.1)
+    seen = [optimizer.param_groups[0]["lr"]]
+    for _ in range(30):
         optimizer.step()  # (no gradients: nothing moves; PyTorch wants it before the schedule)
         schedule.step()
-        seen[elapsed] = optimizer.param_groups[0]["lr"]
-    assert seen[0.0] == pytest.approx(0.2)
-    # Half-way through the budget, cos(π/2) = 0: half-way between lr₀ and f·lr₀.
-    assert seen[5.0] == pytest.approx(0.2 * (0.1 + 0.9 * 0.5))
-    assert seen[0.0] > seen[2.5] > seen[5.0] > seen[10.0]
+        seen.append(optimizer.param_groups[0]["lr"])
+    assert seen[0] == pytest.approx(0.2)
+    # Half-way through the steps, cos(π/2) = 0: half-way between lr₀ and f·lr₀.
+    assert seen[5] == pytest.approx(0.2 * (0.1 + 0.9 * 0.5))
+    assert all(a > b for a, b in zip(seen[:10], seen[1:11], strict=True))
     # Spent budget: the floor, and it stays there.
-    assert seen[10.0] == pytest.approx(0.02) and seen[30.0] == pytest.approx(0.02)
+    assert seen[10] == pytest.approx(0.02) and seen[30] == pytest.approx(0.02)
 
 
-@pytest.mark.parametrize("kwargs", [{"budget_s": 0.0}, {"budget_s": 1.0, "final_fraction": 1.5}])
-def test_time_budget_cosine_refuses_bad_settings(kwargs):
+@pytest.mark.parametrize("kwargs", [{"total_steps": 0}, {"total_steps": 2.5},
+                                    {"total_steps": 10, "final_fraction": 1.5}])
+def test_cosine_decay_refuses_bad_settings(kwargs):
     optimizer = torch.optim.SGD([nn.Parameter(torch.zeros(1))], lr=0.1)
     with pytest.raises(ValueError, match="must"):
-        time_budget_cosine(optimizer, **kwargs)
+        cosine_decay(optimizer, **kwargs)
 
 
-def test_time_budget_counts_training_steps_only():
-    """Each step sleeps 20 ms and each epoch's metric 150 ms. Counted in wall time, a budget of
+def test_a_step_budget_stops_mid_epoch_after_exactly_that_many_steps():
+    """Two spirals of 100 points in batches of 64 are 4 batches an epoch: 10 steps end in the
+    third epoch, after its second batch, and that short epoch is recorded."""
+    torch.manual_seed(0)
+    train, _, _ = spiral_loaders(n=100)
+    assert len(train) == 4 and epochs_for(10, train) == 3
+    model = ToyClassifier(ToyConfig(hidden=8))
+    calls = []
+
+    def counting_loss(model, batch):
+        calls.append(1)
+        return CE(model, batch)
+
+    history = fit(model, torch.optim.SGD(model.parameters(), lr=0.1), train, counting_loss,
+                  max_steps=10, device="cpu", progress=False)
+    assert len(calls) == 10 and history["steps"] == [4, 8, 10] and len(history) == 3
+    assert not history.stopped_by_time
+    # With epochs as well, whichever ends first.
+    history = fit(model, torch.optim.SGD(model.parameters(), lr=0.1), train, CE, epochs=2,
+                  max_steps=10, device="cpu", progress=False)
+    assert history["steps"] == [4, 8]
+
+
+def test_a_step_budget_gives_the_same_model_however_slow_the_steps():
+    """The same seed and step budget give bitwise the same weights whether the steps are fast
+    or slowed down (as on a busy machine): the clock decides nothing."""
+    import time
+
+    def trained(delay):
+        torch.manual_seed(0)
+        train, _, _ = spiral_loaders()
+
+        def loss_fn(model, batch):
+            time.sleep(delay)
+            return CE(model, batch)
+
+        model = ToyClassifier(ToyConfig(hidden=16))
+        history = fit(model, torch.optim.Adam(model.parameters(), lr=1e-2), train, loss_fn,
+                      max_steps=9, device="cpu", progress=False)
+        return history, model.state_dict()
+
+    fast_history, fast = trained(0.0)
+    slow_history, slow = trained(0.01)
+    assert fast_history["train_loss"] == slow_history["train_loss"]
+    for name in fast:
+        assert torch.equal(fast[name], slow[name]), name
+
+
+@pytest.mark.parametrize("kwargs", [{"max_steps": 0}, {"max_steps": 2.0}, {"max_steps": True},
+                                    {}, {"epochs": 1, "max_time_s": 0.0}])
+def test_bad_step_budgets_are_refused(kwargs):
+    train, _, _ = spiral_loaders()
+    with pytest.raises(ValueError, match="max_steps|epochs|max_time_s"):
+        fit(ToyClassifier(ToyConfig()), torch.optim.SGD([nn.Parameter(torch.zeros(1))], lr=0.1),
+            train, CE, progress=False, device="cpu", **kwargs)
+
+
+def test_the_time_safety_valve_counts_training_steps_only():
+    """Each step sleeps 20 ms and each epoch's metric 150 ms. Counted in wall time, a limit of
     0.25 s would run out in the second epoch; counted in training steps it lasts about 12
     steps, several epochs of 2 batches."""
     import time

@@ -1,0 +1,225 @@
+"""``course reproduce``: every experiment by name, ``course reproduce all``, and the command line.
+
+Each experiment trains for a fixed number of optimiser steps, so its numbers depend on the seed,
+the torch build and the thread count, never on how fast the machine is. The time a run takes is
+estimated up front from its steps and :data:`STEP_SECONDS`, the cost of one step on a 2-core
+laptop CPU (the course's reference machine); the estimate only informs, it decides nothing.
+
+``course reproduce all --seeds 0-4`` runs every experiment for every seed, skips models already
+saved in ``.cache/models/`` with the same settings, writes ``results/seed-N/*.json`` and
+regenerates ``docs/results.md`` (:mod:`course_lib.results_page`).
+"""
+
+from __future__ import annotations
+
+import re
+import sys
+import time
+from dataclasses import replace
+from pathlib import Path
+
+from tqdm.auto import tqdm
+
+from course_lib.caption_experiment import (
+    CaptioningSettings,
+    captioning_table,
+    reproduce_captioning,
+)
+from course_lib.data.captions import DATASETS
+from course_lib.profile import get_profile
+from course_lib.reproduce import (
+    BOTTLENECK_MODELS,
+    RESULTS_DIR,
+    BottleneckSettings,
+    reproduce_bottleneck,
+    results_table,
+    seed_dir,
+)
+from course_lib.results_page import EXPERIMENTS, write_results_page
+from course_lib.syllabus import COURSE_ROOT
+from course_lib.transformer_experiment import (
+    TransformerSettings,
+    reproduce_transformer,
+    transformer_table,
+)
+from course_lib.translation import TRANSLATORS
+
+RESULTS_PAGE = COURSE_ROOT / "docs" / "results.md"
+# Seconds of one training step on a 2-core laptop CPU with 2 torch threads, and the seconds of
+# evaluation after training, per model: used only to estimate how long a run will take.
+STEP_SECONDS = {"none": 0.18, "bahdanau": 0.38, "luong-dot": 0.21, "luong-general": 0.22,
+                "luong-concat": 0.35, "luong-local": 0.24, "luong-local-m": 0.24,
+                "luong-general-no-feeding": 0.22, "transformer": 0.14, "digits": 0.071,
+                "shapes": 0.12}
+EVALUATION_SECONDS = {"bottleneck": 30.0, "captioning": 15.0, "transformer": 150.0}
+
+
+def planned_runs(experiment: str, only: str | None = None, seed: int = 0
+                 ) -> list[tuple[str, int]]:
+    """``(model, steps)`` for every model the experiment trains (``only``: just that one),
+    with the step budgets of the active profile."""
+    if experiment == "bottleneck":
+        steps = BottleneckSettings.for_profile(seed).train.steps
+        return [(name, steps) for name in ((only,) if only else BOTTLENECK_MODELS)]
+    if experiment == "captioning":
+        settings = CaptioningSettings.for_profile(seed)
+        names = (only,) if only else DATASETS
+        return [(name, settings.for_dataset(name).steps) for name in names]
+    if experiment == "transformer":
+        return [("transformer", TransformerSettings.for_profile(seed).steps)]
+    raise ValueError(f"unknown experiment {experiment!r}; available: {', '.join(EXPERIMENTS)}")
+
+
+def estimate_seconds(experiment: str, only: str | None = None, seed: int = 0) -> float:
+    """About how long ``course reproduce EXPERIMENT`` takes on a 2-core laptop CPU: steps
+    times :data:`STEP_SECONDS`, plus evaluation (the fast profile's tiny models: a guess of
+    a few seconds each)."""
+    if get_profile() != "full":
+        return sum(0.02 * steps + 3.0 for _, steps in planned_runs(experiment, only, seed))
+    return sum(steps * STEP_SECONDS[model] + EVALUATION_SECONDS[experiment]
+               for model, steps in planned_runs(experiment, only, seed))
+
+
+def budget_text(experiment: str, only: str | None = None) -> str:
+    """"N optimiser steps, about M minutes on a 2-core laptop CPU" for lessons and messages."""
+    runs = planned_runs(experiment, only)
+    steps = sorted({s for _, s in runs})
+    if get_profile() != "full":
+        return f"{' / '.join(map(str, steps))} optimiser steps, a few seconds (fast profile)"
+    minutes = max(1, round(estimate_seconds(experiment, only) / 60))
+    each = " each" if len(runs) > 1 and len(steps) == 1 else ""
+    return (f"{' / '.join(f'{s:,}' for s in steps)} optimiser steps{each}, about {minutes} "
+            f"minute{'s' if minutes != 1 else ''} on a 2-core laptop CPU")
+
+
+def parse_seeds(text: str) -> list[int]:
+    """``"0-4"`` → [0, 1, 2, 3, 4]; ``"0,2,5"`` → [0, 2, 5]."""
+    seeds: list[int] = []
+    for part in text.split(","):
+        match = re.fullmatch(r"\s*(\d+)\s*(?:-\s*(\d+)\s*)?", part)
+        if not match:
+            raise ValueError(f"seeds must look like 0-4 or 0,2,5; got {text!r}")
+        low, high = int(match.group(1)), int(match.group(2) or match.group(1))
+        if high < low:
+            raise ValueError(f"empty seed range {part.strip()!r}")
+        seeds += [s for s in range(low, high + 1) if s not in seeds]
+    return seeds
+
+
+def run_experiment(experiment: str, seed: int, out_dir: Path, only: str | None = None,
+                   max_minutes: float | None = None, threads: int | None = None,
+                   reuse: bool = False, progress: bool = True) -> tuple[dict, str]:
+    """Run one experiment for one seed into ``out_dir``; returns its result and table."""
+    if experiment == "bottleneck":
+        settings = BottleneckSettings.for_profile(seed)
+        settings = replace(settings, train=replace(settings.train, max_minutes=max_minutes),
+                           threads=threads or settings.threads)
+        run = reproduce_bottleneck(only or BOTTLENECK_MODELS, seed=seed, out_dir=out_dir,
+                                   settings=settings, reuse=reuse, progress=progress)
+        return run.result, results_table(run.result)
+    if experiment == "captioning":
+        settings = CaptioningSettings.for_profile(seed)
+        settings = replace(settings, max_minutes=max_minutes, threads=threads or settings.threads)
+        run = reproduce_captioning(only or DATASETS, seed=seed, out_dir=out_dir,
+                                   settings=settings, reuse=reuse, progress=progress)
+        return run.result, captioning_table(run.result)
+    settings = TransformerSettings.for_profile(seed)
+    settings = replace(settings, max_minutes=max_minutes, threads=threads or settings.threads)
+    run = reproduce_transformer(seed=seed, out_dir=out_dir, settings=settings, reuse=reuse,
+                                progress=progress)
+    return run.result, transformer_table(run.result)
+
+
+def cut_short(result: dict) -> list[str]:
+    """Names of the models in ``result`` whose training a ``max_minutes`` limit ended early."""
+    entries = result.get("models", result)
+    return [name for name, entry in entries.items()
+            if isinstance(entry, dict) and entry.get("cut_short")]
+
+
+def warn_if_cut_short(result: dict, max_minutes: float | None) -> None:
+    names = cut_short(result)
+    if names:
+        print(f"NOTE: --max-minutes {max_minutes:g} stopped the training of {', '.join(names)} "
+              "before its step budget. These models are not the documented ones: their numbers "
+              "will differ from docs/results.md.", file=sys.stderr)
+
+
+def reproduce_all(seeds: list[int], results_dir: Path = RESULTS_DIR,
+                  page: Path | None = RESULTS_PAGE, max_minutes: float | None = None,
+                  threads: int | None = None) -> Path | None:
+    """Every experiment for every seed (saved models with the same settings are reused), then
+    the results page. A bar over all runs shows the estimated time left."""
+    jobs = [(experiment, seed) for seed in seeds for experiment in EXPERIMENTS]
+    estimates = [estimate_seconds(experiment, seed=seed) for experiment, seed in jobs]
+    print(f"course reproduce all: {len(jobs)} runs ({len(seeds)} seeds × "
+          f"{len(EXPERIMENTS)} experiments), about {sum(estimates) / 3600:.1f} hours on a "
+          "2-core laptop CPU, less for models already saved.")
+    bar = tqdm(total=round(sum(estimates)), unit="s", desc="all experiments",
+               bar_format="{l_bar}{bar}| {n_fmt}/{total_fmt} estimated s [{elapsed}<{remaining}]")
+    for (experiment, seed), estimate in zip(jobs, estimates, strict=True):
+        bar.set_description(f"{experiment}, seed {seed}")
+        started = time.perf_counter()
+        result, _ = run_experiment(experiment, seed, seed_dir(seed, results_dir),
+                                   max_minutes=max_minutes, threads=threads, reuse=True)
+        warn_if_cut_short(result, max_minutes)
+        bar.update(round(estimate))
+        print(f"{experiment}, seed {seed}: done in {(time.perf_counter() - started) / 60:.1f} "
+              f"minutes", file=sys.stderr)
+    bar.close()
+    return None if page is None else write_results_page(results_dir, page, get_profile())
+
+
+def reproduce_cli(args) -> int:
+    """``course reproduce EXPERIMENT [--model|--dataset] [--seed N | --seeds A-B] ...``."""
+    if args.model is not None and args.experiment != "bottleneck":
+        print(f"course reproduce {args.experiment}: --model is for bottleneck"
+              + ("; use --dataset" if args.experiment == "captioning" else ""), file=sys.stderr)
+        return 2
+    if args.dataset is not None and args.experiment != "captioning":
+        print(f"course reproduce {args.experiment}: --dataset is for captioning"
+              + ("; use --model" if args.experiment == "bottleneck" else ""), file=sys.stderr)
+        return 2
+    if args.model is not None and args.model not in TRANSLATORS:
+        print(f"course reproduce: unknown model {args.model!r}; available: "
+              f"{', '.join(TRANSLATORS)}", file=sys.stderr)
+        return 2
+    if args.dataset is not None and args.dataset not in DATASETS:
+        print(f"course reproduce: unknown data set {args.dataset!r}; available: "
+              f"{', '.join(DATASETS)}", file=sys.stderr)
+        return 2
+    if args.max_minutes is not None and args.max_minutes <= 0:
+        print(f"course reproduce: --max-minutes must be positive, got {args.max_minutes}",
+              file=sys.stderr)
+        return 2
+    try:
+        seeds = parse_seeds(args.seeds) if args.seeds else [args.seed]
+    except ValueError as error:
+        print(f"course reproduce: {error}", file=sys.stderr)
+        return 2
+    results_dir = Path(args.out_dir) if args.out_dir else RESULTS_DIR
+    if args.experiment == "all":
+        page = None if args.no_page else (Path(args.page) if args.page else RESULTS_PAGE)
+        written = reproduce_all(seeds, results_dir, page, args.max_minutes, args.threads)
+        if written is not None:
+            print(f"wrote {written}")
+        return 0
+    only = args.model or args.dataset
+    for seed in seeds:
+        print(f"course reproduce {args.experiment}, seed {seed}: "
+              f"{budget_text(args.experiment, only)}.", file=sys.stderr)
+        out_dir = seed_dir(seed, results_dir)
+        result, table = run_experiment(args.experiment, seed, out_dir, only, args.max_minutes,
+                                       args.threads)
+        print(table)
+        warn_if_cut_short(result, args.max_minutes)
+        print(f"wrote results to {out_dir}")
+    return 0
+
+
+def results_cli(args) -> int:
+    """``course results``: regenerate the results page from the JSON already written."""
+    results_dir = Path(args.results_dir) if args.results_dir else RESULTS_DIR
+    page = Path(args.page) if args.page else RESULTS_PAGE
+    print(f"wrote {write_results_page(results_dir, page)}")
+    return 0

@@ -1,0 +1,89 @@
+"""Same seed, same numbers: a short run of every experiment, twice, in fresh processes, the
+second while another process keeps a core busy, gives identical metrics and identical weights.
+
+Training is budgeted in optimiser steps and runs on a fixed number of torch threads, so nothing
+the clock or the machine's load does can change a result."""
+
+import json
+import os
+import subprocess
+import sys
+
+from course_lib.reproduce import BottleneckSettings
+
+# One process: the bottleneck experiment's no-attention and Bahdanau models, the digit
+# captioner and the Transformer, fast profile, nothing cached; prints every measurement and a
+# digest of every trained model's weights.
+RUN = r"""
+import hashlib, json, sys
+from course_lib.caption_experiment import reproduce_captioning
+from course_lib.reproduce import reproduce_bottleneck
+from course_lib.transformer_experiment import reproduce_transformer
+
+def digest(model):
+    h = hashlib.sha256()
+    for name, tensor in sorted(model.state_dict().items()):
+        h.update(name.encode()); h.update(tensor.detach().cpu().contiguous().numpy().tobytes())
+    return h.hexdigest()
+
+seed = int(sys.argv[1])
+bottleneck = reproduce_bottleneck(["none", "bahdanau"], seed=seed, progress=False, cache_dir=None)
+captioning = reproduce_captioning("digits", seed=seed, progress=False, cache_dir=None)
+transformer = reproduce_transformer(seed=seed, progress=False, cache_dir=None, step_times=False)
+print(json.dumps({
+    "bottleneck": bottleneck.result, "captioning": captioning.result,
+    "transformer": transformer.result,
+    "histories": {"none": bottleneck.histories["none"].records,
+                  "bahdanau": bottleneck.histories["bahdanau"].records,
+                  "digits": captioning.histories["digits"].records,
+                  "transformer": transformer.history.records},
+    "weights": {**{n: digest(m) for n, m in bottleneck.models.items()},
+                "digits": digest(captioning.models["digits"]),
+                "transformer": digest(transformer.model)},
+}))
+"""
+# Measured durations: they may differ between the runs; everything else must not.
+TIMES = {"wall_s", "train_s", "time_s", "created"}
+
+
+def without_times(value):
+    if isinstance(value, dict):
+        return {k: without_times(v) for k, v in value.items() if k not in TIMES}
+    if isinstance(value, list):
+        return [without_times(v) for v in value]
+    return value
+
+
+def run_once(seed: int) -> dict:
+    done = subprocess.run([sys.executable, "-c", RUN, str(seed)], capture_output=True, text=True,
+                          timeout=600, env={**os.environ, "COURSE_PROFILE": "fast",
+                                            "COURSE_DEVICE": "cpu"})
+    assert done.returncode == 0, done.stderr[-3000:]
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def test_a_run_repeats_exactly_even_on_a_busy_machine():
+    seed = 2
+    quiet = run_once(seed)
+    busy = subprocess.Popen([sys.executable, "-c", "while True: pass"])
+    try:
+        loaded = run_once(seed)
+    finally:
+        busy.kill()
+        busy.wait()
+    assert without_times(quiet) == without_times(loaded)
+    # The comparison is not vacuous: every model trained for its full step budget and the
+    # histories carry real losses.
+    steps = BottleneckSettings.for_profile(seed).train.steps
+    assert quiet["bottleneck"]["models"]["bahdanau"]["steps"] == steps
+    assert quiet["histories"]["bahdanau"][-1]["steps"] == steps
+    assert all(len(h) >= 1 and h[0]["train_loss"] > 0 for h in quiet["histories"].values())
+    assert len(set(quiet["weights"].values())) == len(quiet["weights"])
+
+
+def test_another_seed_gives_other_numbers():
+    """The runs above agree because of the seed, not because the runs ignore it."""
+    first, second = run_once(2), run_once(3)
+    assert first["weights"] != second["weights"]
+    assert first["histories"]["bahdanau"][0]["train_loss"] != \
+        second["histories"]["bahdanau"][0]["train_loss"]

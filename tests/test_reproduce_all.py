@@ -1,0 +1,86 @@
+"""`course reproduce all`, `--seeds`, `--max-minutes` and the up-front estimates (fast profile)."""
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+from course_lib.experiments import budget_text, estimate_seconds, parse_seeds, planned_runs
+from course_lib.reproduce import BOTTLENECK_MODELS
+
+from .reproduce_cli import run_reproduce
+
+
+def test_seed_lists_and_ranges():
+    assert parse_seeds("0-4") == [0, 1, 2, 3, 4]
+    assert parse_seeds("3") == [3]
+    assert parse_seeds("0,2, 5-6,2") == [0, 2, 5, 6]
+    for bad in ("", "4-0", "a", "1-2-3", "-1"):
+        with pytest.raises(ValueError, match="seed"):
+            parse_seeds(bad)
+
+
+def test_the_estimate_counts_steps_of_the_full_profile(monkeypatch):
+    monkeypatch.setenv("COURSE_PROFILE", "full")
+    runs = planned_runs("bottleneck")
+    assert [name for name, _ in runs] == list(BOTTLENECK_MODELS)
+    assert len({steps for _, steps in runs}) == 1  # the same budget for every translator
+    assert planned_runs("bottleneck", "bahdanau") == [("bahdanau", runs[0][1])]
+    assert [name for name, _ in planned_runs("captioning")] == ["digits", "shapes"]
+    # The estimate grows with the steps and names them.
+    assert estimate_seconds("bottleneck") > estimate_seconds("bottleneck", "none") > 0
+    text = budget_text("transformer")
+    steps = planned_runs("transformer")[0][1]
+    assert text.startswith(f"{steps:,} optimiser steps, about ") and "2-core" in text
+    assert "steps each" in budget_text("bottleneck")
+    with pytest.raises(ValueError, match="unknown experiment"):
+        planned_runs("everything")
+
+
+def test_a_time_limit_that_cuts_training_short_says_so(tmp_path):
+    done = run_reproduce("bottleneck", "--model", "none", "--max-minutes", "0.00001",
+                         out_dir=tmp_path)
+    assert done.returncode == 0, done.stderr
+    entry = json.loads((tmp_path / "seed-0" / "bottleneck-none.json").read_text())["models"]["none"]
+    assert entry["cut_short"] is True and entry["steps"] < planned_runs("bottleneck")[0][1]
+    assert "--max-minutes" in done.stderr and "will differ from docs/results.md" in done.stderr
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--max-minutes", "0"], "must be positive"),
+    (["--seeds", "3-1"], "empty seed range"),
+    (["--model", "none", "--dataset", "digits"], "--dataset is for captioning"),
+])
+def test_bad_options_are_refused(tmp_path, args, message):
+    done = run_reproduce("bottleneck", *args, out_dir=tmp_path)
+    assert done.returncode == 2 and message in done.stderr
+
+
+def test_all_runs_every_experiment_then_reuses_what_is_saved(tmp_path):
+    env = {**os.environ, "COURSE_PROFILE": "fast", "COURSE_DEVICE": "cpu",
+           "COURSE_MODEL_CACHE": str(tmp_path / "cache")}
+    command = [sys.executable, "-m", "course_lib", "reproduce", "all", "--seeds", "4",
+               "--out-dir", str(tmp_path / "results"), "--page", str(tmp_path / "results.md")]
+    first = subprocess.run(command, capture_output=True, text=True, timeout=600, env=env)
+    assert first.returncode == 0, first.stderr
+    assert "3 runs (1 seeds × 3 experiments), about" in first.stdout
+    folder = tmp_path / "results" / "seed-4"
+    written = {p.name: json.loads(p.read_text()) for p in folder.glob("*.json")}
+    assert set(written) == {"bottleneck.json", "captioning.json", "transformer.json"}
+    page = (tmp_path / "results.md").read_text()
+    assert "Seeds measured: 4." in page and "fast profile" in page
+    assert "| Transformer: BLEU overall |" in page
+    # A second run trains nothing: every model comes from the cache, with the same numbers.
+    again = subprocess.run(command, capture_output=True, text=True, timeout=600, env=env)
+    assert again.returncode == 0, again.stderr
+    assert again.stdout.count("loaded the model trained with these settings") >= \
+        len(BOTTLENECK_MODELS) + 1
+    rewritten = {p.name: json.loads(p.read_text()) for p in folder.glob("*.json")}
+    assert rewritten["bottleneck.json"]["models"] == written["bottleneck.json"]["models"]
+    for name in ("digits", "shapes"):
+        for key in ("exact_match", "localization", "steps"):
+            assert rewritten["captioning.json"][name][key] == written["captioning.json"][name][key]
+    assert rewritten["transformer.json"]["models"]["transformer"] == \
+        written["transformer.json"]["models"]["transformer"]

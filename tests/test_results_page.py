@@ -1,0 +1,117 @@
+"""docs/results.md: read every seed's JSON (merging single-model runs), check each target seed by
+seed, and summarise each metric over the seeds."""
+
+import json
+
+import pytest
+
+from course_lib.results_page import TARGETS, load_seeds, results_page, seed_targets
+
+BUCKETS = ("1-10", "11-20", "21-30", "31+")
+
+
+def translation(bleu, by_length, alignment=None, steps=1000, wall_s=300.0):
+    return {"bleu": bleu, "bleu_by_length": dict(zip(BUCKETS, by_length, strict=True)),
+            "alignment_accuracy": alignment, "params": 1000, "steps": steps, "epochs": 8,
+            "wall_s": wall_s, "final_train_loss": 0.1, "cut_short": False}
+
+
+def caption(exact, localization, steps=100, train_s=60.0):
+    return {"exact_match": exact, "bleu4": 100 * exact, "localization": localization,
+            "params": 10, "steps": steps, "epochs": 3, "train_s": train_s, "cut_short": False}
+
+
+def metadata(seed, profile="full"):
+    return {"seed": seed, "profile": profile, "device": "cpu", "threads": 2,
+            "machine": "x86_64, 2 cores, torch 2.13.0"}
+
+
+def write(folder, name, result):
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / f"{name}.json").write_text(json.dumps(result))
+
+
+def good_seed(seed, none_long=20.0, digits_exact=0.97):
+    """One seed's results, every target met (unless the arguments say otherwise)."""
+    return {
+        "bottleneck": {"models": {
+            "none": translation(45.0, (95.0, 60.0, 40.0, none_long)),
+            "bahdanau": translation(99.0, (99.5, 99.0, 99.0, 98.0), 0.97),
+            "luong-general": translation(98.5, (99.5, 99.0, 98.0, 97.0), 0.98),
+        }, **metadata(seed)},
+        "captioning": {"digits": caption(digits_exact, 0.97, steps=4500),
+                       "shapes": caption(0.99, 0.85), "wall_s": 1.0, **metadata(seed)},
+        "transformer": {"models": {
+            "transformer": translation(99.2, (99.8, 99.7, 99.6, 99.0), steps=3000),
+            "bahdanau": translation(99.0, (99.5, 99.0, 99.0, 98.0), 0.97),
+        }, **metadata(seed)},
+    }
+
+
+def test_every_target_holds_on_a_good_seed_and_fails_where_it_should():
+    verdicts = {t.name: holds for t, _, _, holds in seed_targets(good_seed(0))}
+    assert set(verdicts) == {t.name for t in TARGETS} and all(verdicts.values())
+    # 31+ BLEU of the no-attention model must be at most half its 1-10 BLEU (95 → 47.5).
+    bad = {t.name: (value, bound, holds)
+           for t, value, bound, holds in seed_targets(good_seed(0, none_long=48.0))}
+    assert bad["no attention: BLEU on 31+ words"] == (48.0, 47.5, False)
+    # Bahdanau's 31+ must also be 2.5 × the no-attention model's: 98 < 2.5 × 48.
+    assert bad["Bahdanau: BLEU on 31+ words vs no attention"][2] is False
+    assert sum(holds is False for _, _, holds in bad.values()) == 2
+
+
+def test_a_missing_experiment_is_unknown_not_passed():
+    results = good_seed(0)
+    del results["captioning"]
+    checked = {t.name: holds for t, _, _, holds in seed_targets(results)}
+    assert checked["digit strips: exact match"] is None
+    assert checked["Bahdanau: BLEU overall"] is True
+
+
+def test_single_model_runs_are_merged_and_other_profiles_left_out(tmp_path):
+    seed0 = good_seed(0)
+    folder = tmp_path / "seed-0"
+    # `--model NAME` runs, one file each, and `--dataset NAME` runs beside a digits-only file.
+    for name, entry in seed0["bottleneck"]["models"].items():
+        write(folder, f"bottleneck-{name}", {"models": {name: entry}, **metadata(0)})
+    captioning = seed0["captioning"]
+    write(folder, "captioning", {"digits": captioning["digits"], **metadata(0)})
+    write(folder, "captioning-shapes", {"shapes": captioning["shapes"], **metadata(0)})
+    write(folder, "transformer", seed0["transformer"])
+    # A fast-profile seed and a stray folder are not the course's numbers.
+    write(tmp_path / "seed-1", "transformer", {**seed0["transformer"], **metadata(1, "fast")})
+    (tmp_path / "seed-x").mkdir()
+    seeds = load_seeds(tmp_path)
+    assert list(seeds) == [0]
+    assert list(seeds[0]["bottleneck"]["models"]) == ["bahdanau", "luong-general", "none"]
+    assert seeds[0]["captioning"]["digits"] == captioning["digits"]
+    assert seeds[0]["captioning"]["shapes"] == captioning["shapes"]
+    assert all(holds for _, _, _, holds in seed_targets(seeds[0]))
+    assert list(load_seeds(tmp_path, profile="fast")) == [1]
+
+
+def test_the_page_reports_each_seed_and_the_spread(tmp_path):
+    seeds = {0: good_seed(0, digits_exact=0.96), 3: good_seed(3, digits_exact=0.94)}
+    for seed, results in seeds.items():
+        for experiment, result in results.items():
+            write(tmp_path / f"seed-{seed}", experiment, result)
+    page = results_page(load_seeds(tmp_path))
+    assert "Seeds measured: 0, 3." in page
+    rows = {line.split(" | ")[0].strip("| "): line for line in page.splitlines()
+            if line.startswith("| ")}
+    # Seed 3 misses the digit target: the row says so, with both values.
+    digits = rows["digit strips: exact match"]
+    assert "0.960 ✓" in digits and "0.940 ✗" in digits and "**fails**" in digits
+    assert rows["Transformer: BLEU overall"].endswith("| holds |")
+    # Mean, minimum and maximum over the seeds.
+    assert rows["digits: exact match"] == "| digits: exact match | 2 | 0.950 | 0.940 | 0.960 |"
+    assert rows["bahdanau: BLEU 31+"] == "| bahdanau: BLEU 31+ | 2 | 98.0 | 98.0 | 98.0 |"
+    # Step budgets and measured minutes.
+    assert rows["captioner (digits)"].startswith("| captioner (digits) | 4,500 |")
+    assert rows["transformer"].startswith("| transformer | 3,000 |")
+
+
+@pytest.mark.parametrize("profile", ["fast"])
+def test_a_page_of_another_profile_says_so(profile):
+    page = results_page({0: good_seed(0)}, profile)
+    assert f"in the {profile} profile" in page and "test the pipeline" in page
