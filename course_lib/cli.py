@@ -7,7 +7,8 @@
     course reproduce bottleneck   retrain every translator, write results/seed-N/bottleneck.json
     course reproduce captioning   retrain both captioners, write results/seed-N/captioning.json
     course reproduce transformer  retrain the Transformer, write results/seed-N/transformer.json
-    course reproduce all          every experiment (--seeds 0-4), then docs/results.md
+    course reproduce all          every experiment for seeds 0-4 (or --seeds), then
+                                  docs/results.md
     course results                regenerate docs/results.md from results/seed-*/
     course bench                  time course_lib against PyTorch; results/bench.json and
                                   docs/performance.md
@@ -53,7 +54,8 @@ def build_parser() -> argparse.ArgumentParser:
                                 "luong-general-no-feeding (default: the first six)")
     reproduce.add_argument("--dataset", default=None,
                            help="captioning only: digits or shapes (default: both)")
-    reproduce.add_argument("--seed", type=int, default=0, help="data and initialisation seed")
+    reproduce.add_argument("--seed", type=int, default=None,
+                           help="data and initialisation seed (default 0; for all: 0-4)")
     reproduce.add_argument("--seeds", default=None, metavar="A-B",
                            help="several seeds, e.g. 0-4 or 0,2 (instead of --seed)")
     reproduce.add_argument("--out-dir", default=None,
@@ -63,8 +65,11 @@ def build_parser() -> argparse.ArgumentParser:
                                 "step budget is not spent (the numbers then differ from the "
                                 "documented ones; the output says so)")
     reproduce.add_argument("--threads", type=int, default=None,
-                           help="torch threads (default 2, the count the documented numbers were "
+                           help="torch threads (default 1, the count the documented numbers were "
                                 "measured with; another count gives other bits)")
+    reproduce.add_argument("--jobs", type=int, default=1,
+                           help="all only: train this many models side by side, one process "
+                                "each (the numbers stay the same; 2 suits a 2-core laptop)")
     reproduce.add_argument("--page", default=None,
                            help="all only: the results page to write (default: docs/results.md)")
     reproduce.add_argument("--no-page", action="store_true",

@@ -14,8 +14,9 @@ from __future__ import annotations
 
 import re
 import sys
-import time
+from concurrent.futures import ProcessPoolExecutor, as_completed
 from dataclasses import replace
+from multiprocessing import get_context
 from pathlib import Path
 
 from tqdm.auto import tqdm
@@ -29,6 +30,7 @@ from course_lib.data.captions import DATASETS
 from course_lib.profile import get_profile
 from course_lib.reproduce import (
     BOTTLENECK_MODELS,
+    DEFAULT_SEED,
     RESULTS_DIR,
     BottleneckSettings,
     reproduce_bottleneck,
@@ -45,6 +47,8 @@ from course_lib.transformer_experiment import (
 from course_lib.translation import TRANSLATORS
 
 RESULTS_PAGE = COURSE_ROOT / "docs" / "results.md"
+# The seeds docs/results.md reports: what `course reproduce all` runs unless told otherwise.
+DOCUMENTED_SEEDS = range(5)
 # Seconds of one training step on a 2-core laptop CPU with 2 torch threads, and the seconds of
 # evaluation after training, per model: used only to estimate how long a run will take.
 STEP_SECONDS = {"none": 0.18, "bahdanau": 0.38, "luong-dot": 0.21, "luong-general": 0.22,
@@ -145,28 +149,69 @@ def warn_if_cut_short(result: dict, max_minutes: float | None) -> None:
               "will differ from docs/results.md.", file=sys.stderr)
 
 
+def _train_one(experiment: str, name: str, seed: int, out_dir: Path,
+               max_minutes: float | None, threads: int | None) -> tuple[str, str, int, list[str]]:
+    """One model of one seed (loaded instead when saved with the same settings): a job of
+    :func:`reproduce_all`, run in the calling process or in a worker process."""
+    result, _ = run_experiment(experiment, seed, out_dir, only=name, max_minutes=max_minutes,
+                               threads=threads, reuse=True, progress=False)
+    return experiment, name, seed, cut_short(result)
+
+
 def reproduce_all(seeds: list[int], results_dir: Path = RESULTS_DIR,
                   page: Path | None = RESULTS_PAGE, max_minutes: float | None = None,
-                  threads: int | None = None) -> Path | None:
-    """Every experiment for every seed (saved models with the same settings are reused), then
-    the results page. A bar over all runs shows the estimated time left."""
-    jobs = [(experiment, seed) for seed in seeds for experiment in EXPERIMENTS]
-    estimates = [estimate_seconds(experiment, seed=seed) for experiment, seed in jobs]
-    print(f"course reproduce all: {len(jobs)} runs ({len(seeds)} seeds × "
-          f"{len(EXPERIMENTS)} experiments), about {sum(estimates) / 3600:.1f} hours on a "
-          "2-core laptop CPU, less for models already saved.")
-    bar = tqdm(total=round(sum(estimates)), unit="s", desc="all experiments",
+                  threads: int | None = None, jobs: int = 1) -> Path | None:
+    """Every experiment for every seed, then the results page.
+
+    Each model of each seed is one job; ``jobs`` of them train side by side in worker
+    processes, each on its own thread count, so the numbers are the same as one after the other.
+    Models saved with the same settings are loaded, not trained. The Transformer jobs come
+    after the translators (lesson 10 compares it with the seed's Bahdanau model), and last each
+    experiment's files for the seed are written from the saved models. A bar over all jobs
+    shows the estimated time left."""
+    if jobs < 1:
+        raise ValueError(f"jobs must be at least 1, got {jobs}")
+    phases = [[(experiment, name, seed, steps) for seed in seeds
+               for experiment in ("bottleneck", "captioning")
+               for name, steps in planned_runs(experiment, seed=seed)],
+              [("transformer", None, seed, planned_runs("transformer", seed=seed)[0][1])
+               for seed in seeds]]
+    estimate = {(e, n, s): estimate_seconds(e, n, s) for phase in phases for e, n, s, _ in phase}
+    total = sum(estimate.values())
+    print(f"course reproduce all: {sum(map(len, phases))} models ({len(seeds)} seeds × "
+          f"{len(EXPERIMENTS)} experiments), about {total / 3600:.1f} hours of one core of a "
+          f"laptop CPU{f', {jobs} at a time' if jobs > 1 else ''}; models already saved are "
+          "loaded instead.", flush=True)
+    bar = tqdm(total=round(total), unit="s", desc="all experiments",
                bar_format="{l_bar}{bar}| {n_fmt}/{total_fmt} estimated s [{elapsed}<{remaining}]")
-    for (experiment, seed), estimate in zip(jobs, estimates, strict=True):
-        bar.set_description(f"{experiment}, seed {seed}")
-        started = time.perf_counter()
-        result, _ = run_experiment(experiment, seed, seed_dir(seed, results_dir),
-                                   max_minutes=max_minutes, threads=threads, reuse=True)
-        warn_if_cut_short(result, max_minutes)
-        bar.update(round(estimate))
-        print(f"{experiment}, seed {seed}: done in {(time.perf_counter() - started) / 60:.1f} "
-              f"minutes", file=sys.stderr)
-    bar.close()
+    noted = []
+
+    def done(experiment: str, name: str | None, seed: int, stopped: list[str]) -> None:
+        bar.update(round(estimate[experiment, name, seed]))
+        bar.set_postfix_str(f"{experiment} {name or ''} seed {seed} done")
+        noted.extend(stopped)
+
+    pool = None if jobs == 1 else ProcessPoolExecutor(jobs, mp_context=get_context("spawn"))
+    try:
+        for phase in phases:
+            arguments = [(e, n, s, seed_dir(s, results_dir), max_minutes, threads)
+                         for e, n, s, _ in phase]
+            if pool is None:
+                for args in arguments:
+                    done(*_train_one(*args))
+            else:
+                for future in as_completed([pool.submit(_train_one, *a) for a in arguments]):
+                    done(*future.result())
+    finally:
+        if pool is not None:
+            pool.shutdown(cancel_futures=True)
+        bar.close()
+    for seed in seeds:  # every model is saved by now: this only measures and writes
+        for experiment in ("bottleneck", "captioning"):
+            run_experiment(experiment, seed, seed_dir(seed, results_dir), max_minutes=max_minutes,
+                           threads=threads, reuse=True, progress=False)
+    if noted:
+        warn_if_cut_short({name: {"cut_short": True} for name in noted}, max_minutes)
     return None if page is None else write_results_page(results_dir, page, get_profile())
 
 
@@ -188,19 +233,31 @@ def reproduce_cli(args) -> int:
         print(f"course reproduce: unknown data set {args.dataset!r}; available: "
               f"{', '.join(DATASETS)}", file=sys.stderr)
         return 2
+    if args.jobs < 1 or (args.jobs > 1 and args.experiment != "all"):
+        print(f"course reproduce: --jobs is for all and must be at least 1, got {args.jobs}",
+              file=sys.stderr)
+        return 2
     if args.max_minutes is not None and args.max_minutes <= 0:
         print(f"course reproduce: --max-minutes must be positive, got {args.max_minutes}",
               file=sys.stderr)
         return 2
     try:
-        seeds = parse_seeds(args.seeds) if args.seeds else [args.seed]
+        if args.seeds and args.seed is not None:
+            raise ValueError("give --seed or --seeds, not both")
+        if args.seeds:
+            seeds = parse_seeds(args.seeds)
+        elif args.seed is not None:
+            seeds = [args.seed]
+        else:
+            seeds = list(DOCUMENTED_SEEDS) if args.experiment == "all" else [DEFAULT_SEED]
     except ValueError as error:
         print(f"course reproduce: {error}", file=sys.stderr)
         return 2
     results_dir = Path(args.out_dir) if args.out_dir else RESULTS_DIR
     if args.experiment == "all":
         page = None if args.no_page else (Path(args.page) if args.page else RESULTS_PAGE)
-        written = reproduce_all(seeds, results_dir, page, args.max_minutes, args.threads)
+        written = reproduce_all(seeds, results_dir, page, args.max_minutes, args.threads,
+                                args.jobs)
         if written is not None:
             print(f"wrote {written}")
         return 0

@@ -55,7 +55,9 @@ def make_generator(seed: int) -> torch.Generator:
 
 
 # Intra-op threads of every `course reproduce` run: the count its numbers are documented with.
-REPRODUCE_THREADS = 2
+# One thread splits no sum, gives the same bits on any number of cores, and leaves a laptop's
+# other cores free; `course reproduce all --jobs N` runs N such runs side by side.
+REPRODUCE_THREADS = 1
 
 
 @contextmanager

@@ -51,6 +51,7 @@ def test_a_time_limit_that_cuts_training_short_says_so(tmp_path):
 @pytest.mark.parametrize("args, message", [
     (["--max-minutes", "0"], "must be positive"),
     (["--seeds", "3-1"], "empty seed range"),
+    (["--seed", "1", "--seeds", "0-1"], "not both"),
     (["--model", "none", "--dataset", "digits"], "--dataset is for captioning"),
 ])
 def test_bad_options_are_refused(tmp_path, args, message):
@@ -58,29 +59,51 @@ def test_bad_options_are_refused(tmp_path, args, message):
     assert done.returncode == 2 and message in done.stderr
 
 
-def test_all_runs_every_experiment_then_reuses_what_is_saved(tmp_path):
+TIMES = {"wall_s", "train_s", "time_s", "created", "step_time_by_length",
+         "transformer_wall_s_to_bahdanau_bleu", "bahdanau_wall_s", "bleu_curve"}
+
+
+def without_times(value):
+    """A result with the measured durations left out: they differ between runs."""
+    if isinstance(value, dict):
+        return {k: without_times(v) for k, v in value.items() if k not in TIMES}
+    if isinstance(value, list):
+        return [without_times(v) for v in value]
+    return value
+
+
+def reproduce_all(tmp_path, cache: str, *args: str) -> tuple[subprocess.CompletedProcess, dict]:
+    """`course reproduce all --seeds 4` (fast profile) into tmp_path/cache-results; returns the
+    process and the JSON files written, by name."""
     env = {**os.environ, "COURSE_PROFILE": "fast", "COURSE_DEVICE": "cpu",
-           "COURSE_MODEL_CACHE": str(tmp_path / "cache")}
-    command = [sys.executable, "-m", "course_lib", "reproduce", "all", "--seeds", "4",
-               "--out-dir", str(tmp_path / "results"), "--page", str(tmp_path / "results.md")]
-    first = subprocess.run(command, capture_output=True, text=True, timeout=600, env=env)
-    assert first.returncode == 0, first.stderr
-    assert "3 runs (1 seeds × 3 experiments), about" in first.stdout
-    folder = tmp_path / "results" / "seed-4"
-    written = {p.name: json.loads(p.read_text()) for p in folder.glob("*.json")}
-    assert set(written) == {"bottleneck.json", "captioning.json", "transformer.json"}
-    page = (tmp_path / "results.md").read_text()
+           "COURSE_MODEL_CACHE": str(tmp_path / cache)}
+    out = tmp_path / f"{cache}-results"
+    done = subprocess.run(
+        [sys.executable, "-m", "course_lib", "reproduce", "all", "--seeds", "4", "--out-dir",
+         str(out), "--page", str(tmp_path / f"{cache}.md"), *args],
+        capture_output=True, text=True, timeout=600, env=env)
+    assert done.returncode == 0, done.stderr[-3000:]
+    return done, {p.name: json.loads(p.read_text()) for p in (out / "seed-4").glob("*.json")}
+
+
+def test_all_runs_every_model_side_by_side_then_reuses_what_is_saved(tmp_path):
+    parallel, written = reproduce_all(tmp_path, "a", "--jobs", "2")
+    models = len(BOTTLENECK_MODELS) + 2 + 1  # translators, two captioners, the Transformer
+    assert f"{models} models (1 seeds × 3 experiments), about" in parallel.stdout
+    assert {"bottleneck.json", "captioning.json", "transformer.json"} <= set(written)
+    assert set(written["bottleneck.json"]["models"]) == set(BOTTLENECK_MODELS)
+    page = (tmp_path / "a.md").read_text()
     assert "Seeds measured: 4." in page and "fast profile" in page
     assert "| Transformer: BLEU overall |" in page
+    # One job at a time, from an empty cache, gives the same numbers as two side by side.
+    sequential, again = reproduce_all(tmp_path, "b")
+    assert sequential.stdout.count("loaded the model trained with these settings") == \
+        len(BOTTLENECK_MODELS) + 2  # only when the files are written at the end
+    for name in ("bottleneck.json", "captioning.json", "transformer.json"):
+        assert without_times(again[name]) == without_times(written[name]), name
     # A second run trains nothing: every model comes from the cache, with the same numbers.
-    again = subprocess.run(command, capture_output=True, text=True, timeout=600, env=env)
-    assert again.returncode == 0, again.stderr
-    assert again.stdout.count("loaded the model trained with these settings") >= \
-        len(BOTTLENECK_MODELS) + 1
-    rewritten = {p.name: json.loads(p.read_text()) for p in folder.glob("*.json")}
-    assert rewritten["bottleneck.json"]["models"] == written["bottleneck.json"]["models"]
-    for name in ("digits", "shapes"):
-        for key in ("exact_match", "localization", "steps"):
-            assert rewritten["captioning.json"][name][key] == written["captioning.json"][name][key]
-    assert rewritten["transformer.json"]["models"]["transformer"] == \
-        written["transformer.json"]["models"]["transformer"]
+    cached, third = reproduce_all(tmp_path, "b")
+    assert cached.stdout.count("loaded the model trained with these settings") == \
+        2 * (len(BOTTLENECK_MODELS) + 2) + 1
+    for name in ("bottleneck.json", "captioning.json", "transformer.json"):
+        assert without_times(third[name]) == without_times(again[name]), name
