@@ -5,6 +5,20 @@ import os
 import subprocess
 import sys
 
+# What a run measures rather than decides (durations, timings and what is derived from them):
+# they differ between two runs of the same seed; everything else must not.
+TIMES = {"wall_s", "train_s", "time_s", "created", "step_time_by_length",
+         "transformer_wall_s_to_bahdanau_bleu", "bahdanau_wall_s"}
+
+
+def without_times(value):
+    """``value`` (a result, a history) with every measured duration left out, at any depth."""
+    if isinstance(value, dict):
+        return {k: without_times(v) for k, v in value.items() if k not in TIMES}
+    if isinstance(value, list):
+        return [without_times(v) for v in value]
+    return value
+
 
 def run_reproduce(experiment: str, *args: str, out_dir) -> subprocess.CompletedProcess:
     return subprocess.run(

@@ -11,6 +11,8 @@ import sys
 
 from course_lib.reproduce import BottleneckSettings
 
+from .reproduce_cli import without_times
+
 # One process: the bottleneck experiment's no-attention and Bahdanau models, the digit
 # captioner and the Transformer, fast profile, nothing cached; prints every measurement and a
 # digest of every trained model's weights.
@@ -42,18 +44,6 @@ print(json.dumps({
                 "transformer": digest(transformer.model)},
 }))
 """
-# Measured durations: they may differ between the runs; everything else must not.
-TIMES = {"wall_s", "train_s", "time_s", "created"}
-
-
-def without_times(value):
-    if isinstance(value, dict):
-        return {k: without_times(v) for k, v in value.items() if k not in TIMES}
-    if isinstance(value, list):
-        return [without_times(v) for v in value]
-    return value
-
-
 def run_once(seed: int) -> dict:
     done = subprocess.run([sys.executable, "-c", RUN, str(seed)], capture_output=True, text=True,
                           timeout=600, env={**os.environ, "COURSE_PROFILE": "fast",

@@ -13,7 +13,6 @@ from course_lib.reproduce import (
     checkpoint_path,
     reproduce_bottleneck,
 )
-
 from course_lib.seeding import REPRODUCE_THREADS
 
 from .reproduce_cli import run_reproduce

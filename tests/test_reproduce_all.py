@@ -10,7 +10,7 @@ import pytest
 from course_lib.experiments import budget_text, estimate_seconds, parse_seeds, planned_runs
 from course_lib.reproduce import BOTTLENECK_MODELS
 
-from .reproduce_cli import run_reproduce
+from .reproduce_cli import run_reproduce, without_times
 
 
 def test_seed_lists_and_ranges():
@@ -57,19 +57,6 @@ def test_a_time_limit_that_cuts_training_short_says_so(tmp_path):
 def test_bad_options_are_refused(tmp_path, args, message):
     done = run_reproduce("bottleneck", *args, out_dir=tmp_path)
     assert done.returncode == 2 and message in done.stderr
-
-
-TIMES = {"wall_s", "train_s", "time_s", "created", "step_time_by_length",
-         "transformer_wall_s_to_bahdanau_bleu", "bahdanau_wall_s", "bleu_curve"}
-
-
-def without_times(value):
-    """A result with the measured durations left out: they differ between runs."""
-    if isinstance(value, dict):
-        return {k: without_times(v) for k, v in value.items() if k not in TIMES}
-    if isinstance(value, list):
-        return [without_times(v) for v in value]
-    return value
 
 
 def reproduce_all(tmp_path, cache: str, *args: str) -> tuple[subprocess.CompletedProcess, dict]:
