@@ -373,12 +373,15 @@ def plot_captioning(run: CaptioningRun):
 
 
 def captioning_table(result: dict) -> str:
-    header = ["data set", "exact match", "BLEU-4", "localisation", "params", "train s", "epochs"]
+    """A Markdown table of a captioning result: the three metrics, size, optimiser steps,
+    epochs and training time per data set."""
+    header = ["data set", "exact match", "BLEU-4", "localisation", "params", "steps", "epochs",
+              "train s"]
     lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
     for name in DATASETS:
         if name in result:
             e = result[name]
             lines.append(f"| {name} | {e['exact_match']:.3f} | {e['bleu4']:.1f} | "
-                         f"{e['localization']:.3f} | {e['params']:,} | {e['train_s']:.0f} | "
-                         f"{e['epochs']} |")
+                         f"{e['localization']:.3f} | {e['params']:,} | {e['steps']:,} | "
+                         f"{e['epochs']} | {e['train_s']:.0f} |")
     return "\n".join(lines)

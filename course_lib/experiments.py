@@ -2,12 +2,14 @@
 
 Each experiment trains for a fixed number of optimiser steps, so its numbers depend on the seed,
 the torch build and the thread count, never on how fast the machine is. The time a run takes is
-estimated up front from its steps and :data:`STEP_SECONDS`, the cost of one step on a 2-core
-laptop CPU (the course's reference machine); the estimate only informs, it decides nothing.
+estimated up front from its steps and :data:`STEP_SECONDS`, the cost of one step on one thread
+of a 2-core laptop CPU (the course's reference machine); the estimate only informs, it decides
+nothing.
 
-``course reproduce all --seeds 0-4`` runs every experiment for every seed, skips models already
-saved in ``.cache/models/`` with the same settings, writes ``results/seed-N/*.json`` and
-regenerates ``docs/results.md`` (:mod:`course_lib.results_page`).
+``course reproduce all`` runs every experiment for every documented seed (``--seeds`` for
+others), ``--jobs N`` models at a time, loads models already saved in ``.cache/models/`` with
+the same settings, writes ``results/seed-N/*.json`` and regenerates ``docs/results.md``
+(:mod:`course_lib.results_page`).
 """
 
 from __future__ import annotations
@@ -49,8 +51,9 @@ from course_lib.translation import TRANSLATORS
 RESULTS_PAGE = COURSE_ROOT / "docs" / "results.md"
 # The seeds docs/results.md reports: what `course reproduce all` runs unless told otherwise.
 DOCUMENTED_SEEDS = range(5)
-# Seconds of one training step on a 2-core laptop CPU with 2 torch threads, and the seconds of
-# evaluation after training, per model: used only to estimate how long a run will take.
+# Seconds of one training step on one torch thread of a 2-core laptop CPU (two runs side by side,
+# as `course reproduce all --jobs 2`), and the seconds of evaluation after training, per model:
+# used only to estimate how long a run will take.
 STEP_SECONDS = {"none": 0.18, "bahdanau": 0.38, "luong-dot": 0.21, "luong-general": 0.22,
                 "luong-concat": 0.35, "luong-local": 0.24, "luong-local-m": 0.24,
                 "luong-general-no-feeding": 0.22, "transformer": 0.14, "digits": 0.071,
@@ -89,7 +92,7 @@ def budget_text(experiment: str, only: str | None = None) -> str:
     runs = planned_runs(experiment, only)
     steps = sorted({s for _, s in runs})
     if get_profile() != "full":
-        return f"{' / '.join(map(str, steps))} optimiser steps, a few seconds (fast profile)"
+        return f"{' / '.join(map(str, steps))} optimiser steps, a few seconds in the fast profile"
     minutes = max(1, round(estimate_seconds(experiment, only) / 60))
     each = " each" if len(runs) > 1 and len(steps) == 1 else ""
     return (f"{' / '.join(f'{s:,}' for s in steps)} optimiser steps{each}, about {minutes} "

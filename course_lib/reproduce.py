@@ -279,9 +279,11 @@ def write_results(result: dict, out_dir: Path, stem: str) -> list[Path]:
 
 
 def results_table(result: dict) -> str:
-    """A Markdown table of a result dict: BLEU by length, overall, alignment, size, time."""
+    """A Markdown table of a result dict: BLEU by length, overall, alignment, size, optimiser
+    steps, epochs and training time."""
     buckets = list(next(iter(result["models"].values()))["bleu_by_length"])
-    header = ["model", *buckets, "overall", "alignment", "params", "train s", "epochs"]
+    header = ["model", *buckets, "overall", "alignment", "params", "steps", "epochs",
+              "train s"]
     lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
 
     def number(value, fmt="{:.1f}"):
@@ -290,6 +292,6 @@ def results_table(result: dict) -> str:
     for name, e in result["models"].items():
         cells = [name, *(number(e["bleu_by_length"][b]) for b in buckets), number(e["bleu"]),
                  number(e["alignment_accuracy"], "{:.1%}"), f"{e['params']:,}",
-                 f"{e['wall_s']:.0f}", str(e["epochs"])]
+                 f"{e['steps']:,}", str(e["epochs"]), f"{e['wall_s']:.0f}"]
         lines.append("| " + " | ".join(cells) + " |")
     return "\n".join(lines)

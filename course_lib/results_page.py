@@ -216,7 +216,10 @@ def results_page(seeds: dict[int, dict[str, dict]], profile: str = "full") -> st
         " do not edit by hand. -->",
         "",
         f"Seeds measured: {names}. Every number comes from `course reproduce EXPERIMENT --seed N`"
-        f" in the {profile} profile; `course reproduce all --seeds 0-4` measures them all again.",
+        f" in the {profile} profile; `course reproduce all` measures them all again. Training is"
+        " counted in optimiser steps on one torch thread, so the same seed gives the same numbers"
+        " on any machine of the same kind ([reproducibility.md](reproducibility.md) says what"
+        " that covers).",
     ]
     if profile != "full":
         lines += ["", f"**The {profile} profile trains tiny models for a few steps: these numbers"
