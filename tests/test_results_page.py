@@ -102,6 +102,7 @@ def test_the_page_reports_each_seed_and_the_spread(tmp_path):
     # Seed 3 misses the digit target: the row says so, with both values.
     digits = rows["digit strips: exact match"]
     assert "0.960 ✓" in digits and "0.940 ✗" in digits and "**fails**" in digits
+    assert "| -0.010 |" in digits  # the smallest margin: seed 3's, 0.94 − 0.95
     assert rows["Transformer: BLEU overall"].endswith("| holds |")
     # Mean, minimum and maximum over the seeds.
     assert rows["digits: exact match"] == "| digits: exact match | 2 | 0.950 | 0.940 | 0.960 |"
