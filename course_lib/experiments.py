@@ -56,7 +56,7 @@ DOCUMENTED_SEEDS = range(5)
 # used only to estimate how long a run will take.
 STEP_SECONDS = {"none": 0.18, "bahdanau": 0.38, "luong-dot": 0.21, "luong-general": 0.22,
                 "luong-concat": 0.35, "luong-local": 0.24, "luong-local-m": 0.24,
-                "luong-general-no-feeding": 0.22, "transformer": 0.14, "digits": 0.071,
+                "luong-general-no-feeding": 0.22, "transformer": 0.14, "digits": 0.17,
                 "shapes": 0.12}
 EVALUATION_SECONDS = {"bottleneck": 30.0, "captioning": 15.0, "transformer": 150.0}
 
