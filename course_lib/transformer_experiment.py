@@ -171,14 +171,17 @@ def _train_or_load(corpus: Corpus, vocabs: Vocabs, settings: TransformerSettings
 def reference_results(seed: int, out_dir: Path | None, corpus: Corpus,
                       cache_dir: Path | None, device: torch.device) -> dict[str, dict]:
     """The no-attention and Bahdanau entries of ``course reproduce bottleneck`` with this seed
-    and profile: from ``bottleneck.json`` in ``out_dir``, else from its saved models; models
-    found in neither are left out."""
+    and profile: from ``bottleneck.json`` or ``bottleneck-NAME.json`` in ``out_dir``, else from
+    its saved models; models found in none of them are left out."""
     found: dict[str, dict] = {}
-    path = None if out_dir is None else Path(out_dir) / "bottleneck.json"
-    if path is not None and path.is_file():
+    files = [] if out_dir is None else \
+        [Path(out_dir) / f"bottleneck{s}.json" for s in ("", *(f"-{n}" for n in REFERENCE_MODELS))]
+    for path in (p for p in files if p.is_file()):
         saved = json.loads(path.read_text())
         if saved.get("seed") == seed and saved.get("profile") == get_profile():
-            found = {n: e for n, e in saved["models"].items() if n in REFERENCE_MODELS}
+            for name, entry in saved["models"].items():
+                if name in REFERENCE_MODELS:
+                    found.setdefault(name, entry)
     if cache_dir is not None:
         settings = BottleneckSettings.for_profile(seed)
         for name in REFERENCE_MODELS:

@@ -71,6 +71,14 @@ def test_bottleneck_results_of_the_same_seed_are_compared(tmp_path):
     assert set(other["models"]) == {"transformer"}
     assert other["bahdanau_bleu"] is other["bahdanau_wall_s"] is \
         other["transformer_wall_s_to_bahdanau_bleu"] is None
+    # A `--model bahdanau` run's file serves as well.
+    single = tmp_path / "single"
+    write_json({**bottleneck, "models": {"bahdanau": bottleneck["models"]["bahdanau"]}},
+               single / "bottleneck-bahdanau.json")
+    alone = reproduce_transformer(seed=4, out_dir=single, progress=False, cache_dir=None,
+                                  step_times=False, settings=settings).result
+    assert set(alone["models"]) == {"transformer", "bahdanau"}
+    assert alone["bahdanau_bleu"] == bottleneck["models"]["bahdanau"]["bleu"]
 
 
 def test_time_to_reach_is_the_first_epoch_at_or_above_the_target():
