@@ -14,7 +14,7 @@ from course_lib.data.corpus import Corpus, word_count
 from course_lib.data.vocab import Vocab
 from course_lib.metrics import alignment_accuracy, bleu, bleu_by_length
 from course_lib.seq2seq import Seq2Seq, Seq2SeqConfig, translation_loss
-from course_lib.training import History, fit
+from course_lib.training import History, cosine_decay, fit
 
 
 @dataclass
@@ -31,13 +31,15 @@ def build_vocabs(corpus: Corpus) -> Vocabs:
 
 @dataclass
 class TrainSettings:
-    """Adam at ``lr`` on batches of ``batch_size`` pairs for ``steps`` optimiser steps.
+    """Adam at ``lr`` on batches of ``batch_size`` pairs for ``steps`` optimiser steps, the rate
+    falling along a cosine to ``final_lr_fraction`` of ``lr`` by the last step (None: constant).
     ``max_minutes`` is an optional safety valve on training time (see :func:`max_time_s`)."""
 
     batch_size: int = 128
     lr: float = 3e-3
     clip_grad_norm: float = 1.0
     steps: int = 1000
+    final_lr_fraction: float | None = 0.05
     seed: int = 0
     max_minutes: float | None = None
 
@@ -49,16 +51,21 @@ def max_time_s(max_minutes: float | None) -> float | None:
 
 def train_translator(model: nn.Module, corpus: Corpus, vocabs: Vocabs, settings: TrainSettings,
                      device: torch.device | str, **fit_kwargs) -> tuple[History, float]:
-    """Adam with gradient clipping for ``settings.steps`` optimiser steps.
+    """Adam with gradient clipping for ``settings.steps`` optimiser steps, the learning rate
+    decaying along a cosine over those steps (:func:`~course_lib.training.cosine_decay`), so
+    that the model the budget ends with has settled rather than sits on a late loss spike of a
+    constant rate.
 
     Returns the history and the wall time of training in seconds.
     """
     batches = BatchIterator(corpus.train, vocabs.src, vocabs.tgt, settings.batch_size,
                             seed=settings.seed)
     optimizer = torch.optim.Adam(model.parameters(), lr=settings.lr)
+    schedule = None if settings.final_lr_fraction is None else \
+        cosine_decay(optimizer, settings.steps, settings.final_lr_fraction)
     start = time.perf_counter()
     history = fit(model, optimizer, batches, translation_loss, max_steps=settings.steps,
-                  device=device, clip_grad_norm=settings.clip_grad_norm,
+                  device=device, clip_grad_norm=settings.clip_grad_norm, scheduler=schedule,
                   max_time_s=max_time_s(settings.max_minutes), **fit_kwargs)
     return history, time.perf_counter() - start
 
