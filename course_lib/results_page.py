@@ -250,7 +250,8 @@ def results_page(seeds: dict[int, dict[str, dict]], profile: str = "full") -> st
         elif all(v is True for v in verdicts):
             summary = "holds"
         elif margins:
-            summary = f"holds on the {len(margins)} seeds measured"
+            summary = (f"holds on the {len(margins)} seed{'s' if len(margins) > 1 else ''}"
+                       " measured so far")
         else:
             summary = "not measured yet"
         margin = f"{min(margins):+.3f}" if margins and abs(min(margins)) < 1 else \
