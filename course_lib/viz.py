@@ -1,8 +1,14 @@
-"""Pictures the lessons share: attention heat maps, attention over images and training curves."""
+"""Pictures the lessons share: attention heat maps (one or a grid of heads), training curves,
+grouped bar charts, and :func:`show_source`, which shows the code of a course function in a
+notebook. Pictures drawn on images are :mod:`course_lib.viz_images`."""
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+import functools
+import inspect
+import math
+import textwrap
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 import matplotlib.pyplot as plt
@@ -35,11 +41,15 @@ def plot_attention(
     title: str | None = None,
     annotate: bool = False,
     cmap: str = "rocket_r",
+    vmax: float | None = None,
+    colorbar: bool = True,
 ) -> plt.Axes:
     """Heat map of attention ``weights`` of shape (T, S): row t is output token
     ``target_tokens[t]``, column s is input token ``source_tokens[s]``; cell (t, s) is a_ts.
 
-    ``gold`` takes (t, s) pairs (e.g. gold word alignments) drawn as boxes on top.
+    ``gold`` takes (t, s) pairs (e.g. gold word alignments) drawn as boxes on top. The colours
+    run from 0 to ``vmax`` (default: the largest weight); ``colorbar=False`` leaves out the
+    colour bar (as :func:`plot_attention_heads` does, which draws one for all its panels).
     """
     matrix = _as_matrix(weights)
     expected = (len(target_tokens), len(source_tokens))
@@ -56,13 +66,14 @@ def plot_attention(
         ax=ax,
         cmap=cmap,
         vmin=0.0,
-        vmax=max(1e-9, float(matrix.max())),
+        vmax=max(1e-9, float(matrix.max()) if vmax is None else vmax),
         xticklabels=list(source_tokens),
         yticklabels=list(target_tokens),
         annot=annotate,
         fmt=".2f",
         square=True,
-        cbar_kws={"label": "attention weight", "shrink": 0.8},
+        cbar=colorbar,
+        cbar_kws={"label": "attention weight", "shrink": 0.8} if colorbar else None,
     )
     for t, s in gold:
         if not (0 <= t < expected[0] and 0 <= s < expected[1]):
@@ -75,6 +86,65 @@ def plot_attention(
     if title:
         ax.set_title(title)
     return ax
+
+
+def plot_attention_heads(
+    weights: Any,
+    source_tokens: Sequence[str],
+    target_tokens: Sequence[str],
+    *,
+    titles: Sequence[str] | None = None,
+    columns: int = 4,
+    gold: Iterable[tuple[int, int]] = (),
+    vmax: float | None = None,
+    panel_size: tuple[float, float] = (3.0, 3.0),
+    tick_size: float | None = None,
+    xlabel: str = "keys",
+    ylabel: str = "queries",
+    title: str | None = None,
+) -> plt.Figure:
+    """Several attention maps side by side on one colour scale, e.g. every head of a layer.
+
+    ``weights`` is a sequence of (T, S) maps, or an (n, T, S) tensor such as one example's
+    heads ``maps[layer][b]``; every map has the same labels (as in :func:`plot_attention`).
+    Panels fill a grid of ``columns`` columns, row by row, each titled by ``titles`` (default
+    ``"head i"``); ``gold`` boxes are drawn on every panel; the colours run from 0 to ``vmax``
+    (default: the largest weight of all maps), with one colour bar for the whole figure.
+    """
+    if isinstance(weights, torch.Tensor):
+        weights = list(weights.unbind(0)) if weights.dim() == 3 else [weights]
+    matrices = [_as_matrix(w) for w in weights]
+    if not matrices:
+        raise ValueError("no attention maps to plot")
+    shapes = {m.shape for m in matrices}
+    if len(shapes) > 1:
+        raise ValueError(f"all maps must have one shape, got {sorted(shapes)}")
+    titles = list(titles) if titles is not None else [f"head {i}" for i in range(len(matrices))]
+    if len(titles) != len(matrices):
+        raise ValueError(f"{len(titles)} titles for {len(matrices)} maps")
+    if vmax is None:
+        vmax = max(float(m.max()) for m in matrices)
+    gold = list(gold)
+    columns = max(1, min(columns, len(matrices)))
+    rows = math.ceil(len(matrices) / columns)
+    fig, axes = plt.subplots(rows, columns, squeeze=False, layout="constrained",
+                             figsize=(panel_size[0] * columns + 1.0, panel_size[1] * rows))
+    for index, ax in enumerate(axes.flat):
+        if index >= len(matrices):
+            ax.axis("off")
+            continue
+        plot_attention(matrices[index], source_tokens, target_tokens, ax=ax, gold=gold,
+                       title=titles[index], vmax=vmax, colorbar=False)
+        ax.set_xlabel("")
+        ax.set_ylabel("")
+        if tick_size is not None:
+            ax.tick_params(labelsize=tick_size)
+    fig.colorbar(axes.flat[0].collections[0], ax=axes, shrink=0.6, label="attention weight")
+    fig.supxlabel(xlabel)
+    fig.supylabel(ylabel)
+    if title:
+        fig.suptitle(title)
+    return fig
 
 
 def _records(history: Any) -> list[dict[str, float]]:
@@ -92,7 +162,7 @@ def plot_history(
 ) -> list[plt.Axes]:
     """Training curves per epoch: losses on the left panel, every other metric on the right.
 
-    ``history`` is a :class:`course_lib.training.History` or a list of per-epoch dicts.
+    ``history`` is a :class:`course_lib.train.loop.History` or a list of per-epoch dicts.
     """
     records = _records(history)
     available = [k for k in (records[0] if records else {}) if k not in CURVE_SKIP]
@@ -139,34 +209,6 @@ class LivePlot:
         plt.close(figure)
 
 
-def plot_decision_boundary(
-    probabilities: np.ndarray, extent: float, points: Any, labels: Any, *,
-    ax: plt.Axes | None = None, title: str | None = None,
-) -> plt.Axes:
-    """P(class 1) over the square [-extent, extent]² as colour, with the labelled points on top."""
-    probabilities = np.asarray(probabilities)
-    if probabilities.ndim != 2 or probabilities.shape[0] != probabilities.shape[1]:
-        raise ValueError(f"probabilities must be a square (steps, steps) grid, got "
-                         f"{probabilities.shape}")
-    points = np.asarray(points.cpu() if isinstance(points, torch.Tensor) else points)
-    labels = np.asarray(labels.cpu() if isinstance(labels, torch.Tensor) else labels)
-    if points.ndim != 2 or points.shape[1] != 2 or labels.shape != points.shape[:1]:
-        raise ValueError(f"expected points (N, 2) and labels (N,), got {points.shape} and "
-                         f"{labels.shape}")
-    if ax is None:
-        _, ax = plt.subplots(figsize=(4, 4))
-    ax.imshow(probabilities, origin="lower", extent=(-extent, extent, -extent, extent),
-              cmap="coolwarm", vmin=0, vmax=1, alpha=0.6)
-    ax.scatter(points[:, 0], points[:, 1], c=labels, cmap="coolwarm", s=8, edgecolors="k",
-               linewidths=0.2)
-    ax.set_xlim(-extent, extent)
-    ax.set_ylim(-extent, extent)
-    ax.set_aspect("equal")
-    if title:
-        ax.set_title(title)
-    return ax
-
-
 def plot_bleu_by_length(scores: dict[str, dict[str, float | None]], *,
                         ax: plt.Axes | None = None, title: str | None = None) -> plt.Axes:
     """BLEU per source-length bucket, one line per model: ``{"none": {"1-10": 91.0, ...}}``."""
@@ -190,77 +232,142 @@ def plot_bleu_by_length(scores: dict[str, dict[str, float | None]], *,
     return ax
 
 
-def _image_array(image: Any) -> tuple[np.ndarray, str | None]:
-    """(C, H, W) tensor or array in [0, 1] -> an (H, W) or (H, W, 3) array and its colour map."""
-    if isinstance(image, torch.Tensor):
-        image = image.detach().float().cpu().numpy()
-    array = np.asarray(image, dtype=float)
-    if array.ndim != 3 or array.shape[0] not in (1, 3):
-        raise ValueError(f"expected an image of shape (1, H, W) or (3, H, W), got "
-                         f"{tuple(array.shape)}")
-    if array.shape[0] == 1:
-        return array[0], "gray"
-    return array.transpose(1, 2, 0).clip(0, 1), None  # (H, W, 3)
+def _is_single_history(history: Any) -> bool:
+    """A History, a DataFrame or a dict of columns, rather than a dict of named histories."""
+    if not isinstance(history, Mapping):
+        return True
+    return any(isinstance(v, (list, tuple, np.ndarray)) for v in history.values())
 
 
-def attention_on_image(image: Any, weights: Any, grid: tuple[int, int], *,
-                       ax: plt.Axes | None = None, box: Sequence[int] | None = None,
-                       title: str | None = None, alpha: float = 0.6) -> plt.Axes:
-    """One step's attention over locations drawn on the image.
+def plot_curves_by_step(
+    histories: Any,
+    key: str = "train_loss",
+    *,
+    ax: plt.Axes | None = None,
+    ylabel: str | None = None,
+    title: str | None = None,
+    log: bool = False,
+) -> plt.Axes:
+    """``key`` (a column of the history, e.g. the training loss) against optimiser steps.
 
-    ``weights`` (L,) with L = grid[0] · grid[1] is reshaped to the (H', W') grid, stretched over
-    the (H, W) image (each cell covers H/H' × W/W' pixels) and overlaid; the peak cell is
-    outlined, and ``box`` (x0, y0, x1, y1), e.g. the named object's, is drawn in blue.
+    ``histories`` is one history (a :class:`course_lib.train.loop.History`, or anything where
+    ``history["steps"]`` and ``history[key]`` give one value per epoch) or a dict of them by
+    name, drawn one line each with a legend. ``log`` puts the y axis on a log scale.
     """
-    picture, cmap = _image_array(image)
-    flat = weights.detach().float().cpu().numpy() if isinstance(weights, torch.Tensor) \
-        else np.asarray(weights, dtype=float)
-    rows, cols = grid
-    if flat.shape != (rows * cols,):
-        raise ValueError(f"expected weights of shape ({rows * cols},) for a {rows}x{cols} grid, "
-                         f"got {tuple(flat.shape)}")
-    height, width = picture.shape[:2]
+    named = {None: histories} if _is_single_history(histories) else dict(histories)
+    if not named:
+        raise ValueError("no histories to plot")
     if ax is None:
-        _, ax = plt.subplots(figsize=(max(2.0, 3.0 * width / height), 3.0))
-    ax.imshow(picture, cmap=cmap, vmin=0, vmax=1, extent=(0, width, height, 0))
-    ax.imshow(flat.reshape(rows, cols), cmap="magma", alpha=alpha,  # (H', W')
-              extent=(0, width, height, 0), interpolation="bilinear")
-    row, col = divmod(int(flat.argmax()), cols)
-    cell_h, cell_w = height / rows, width / cols
-    ax.add_patch(plt.Rectangle((col * cell_w, row * cell_h), cell_w, cell_h, fill=False,
-                               edgecolor="lime", lw=1.5))
-    if box is not None:
-        x0, y0, x1, y1 = box
-        ax.add_patch(plt.Rectangle((x0, y0), x1 - x0, y1 - y0, fill=False,
-                                   edgecolor="deepskyblue", lw=1.5))
-    ax.set_xticks([])
-    ax.set_yticks([])
+        _, ax = plt.subplots(figsize=(6.5, 3.5))
+    for name, history in named.items():
+        steps, values = list(history["steps"]), list(history[key])
+        if len(steps) != len(values):
+            raise ValueError(f"{name or 'history'}: {len(steps)} step counts but "
+                             f"{len(values)} values of {key!r}")
+        ax.plot(steps, values, marker="o", ms=3, label=name)
+    ax.set_xlabel("optimiser steps")
+    ax.set_ylabel(ylabel if ylabel is not None else key.replace("_", " "))
+    if log:
+        ax.set_yscale("log")
+    if None not in named:
+        ax.legend(fontsize="small")
+    ax.grid(alpha=0.3)
     if title:
         ax.set_title(title)
     return ax
 
 
-def plot_caption_attention(image: Any, words: Sequence[str], weights: Any,
-                           grid: tuple[int, int], *, boxes: Sequence | None = None,
-                           columns: int = 4) -> plt.Figure:
-    """One panel per generated word: where the decoder looked while producing it.
+def _as_vector(values: Any) -> np.ndarray:
+    if isinstance(values, torch.Tensor):
+        values = values.detach().float().cpu().numpy()
+    vector = np.asarray(values, dtype=float)
+    if vector.ndim != 1:
+        raise ValueError(f"bar heights must be 1-D, got shape {tuple(vector.shape)}")
+    return vector
 
-    Shapes: ``weights`` (T', L) with at least one row per word; ``boxes`` one box or None per
-    word (the object each word names), drawn in blue.
+
+def plot_grouped_bars(
+    series: Mapping[str, Any],
+    *,
+    labels: Sequence[str] | None = None,
+    errors: Mapping[str, Any] | None = None,
+    ax: plt.Axes | None = None,
+    xlabel: str | None = None,
+    ylabel: str | None = None,
+    title: str | None = None,
+    width: float = 0.8,
+) -> plt.Axes:
+    """Bar charts of several series side by side, e.g. before/after or exact/estimated.
+
+    ``series`` maps each legend label to its heights, one per position 0 ... n-1 (lists,
+    arrays or tensors of one length n); the bars of position i share a slot of ``width``
+    around x = i. ``labels`` names the positions on the x axis (default: their numbers);
+    ``errors`` maps some series to their error bars (the same length as the heights).
     """
-    matrix = _as_matrix(weights)
-    if matrix.shape[0] < len(words):
-        raise ValueError(f"{len(words)} words but attention for only {matrix.shape[0]} steps")
-    picture, _ = _image_array(image)
-    rows = -(-len(words) // columns)
-    aspect = picture.shape[1] / picture.shape[0]
-    fig, axes = plt.subplots(rows, columns, squeeze=False,
-                             figsize=(columns * min(2.2 * aspect, 5.5), rows * 2.4))
-    for t, ax in enumerate(axes.flat):
-        if t >= len(words):
-            ax.axis("off")
-            continue
-        box = boxes[t] if boxes is not None and t < len(boxes) else None
-        attention_on_image(image, matrix[t], grid, ax=ax, box=box, title=f"{t}: {words[t]}")
-    fig.tight_layout()
-    return fig
+    heights = {name: _as_vector(values) for name, values in series.items()}
+    if not heights:
+        raise ValueError("no series to plot")
+    lengths = {name: len(values) for name, values in heights.items()}
+    n = next(iter(lengths.values()))
+    if set(lengths.values()) != {n}:
+        raise ValueError(f"every series needs the same number of bars, got {lengths}")
+    if labels is not None and len(labels) != n:
+        raise ValueError(f"{len(labels)} labels for {n} bars")
+    errors = dict(errors or {})
+    unknown = set(errors) - set(heights)
+    if unknown:
+        raise KeyError(f"errors for {sorted(unknown)}, which are not among the series")
+    if ax is None:
+        _, ax = plt.subplots(figsize=(7, 2.8))
+    positions = np.arange(n)
+    bar_width = width / len(heights)
+    for k, (name, values) in enumerate(heights.items()):
+        offset = (k - (len(heights) - 1) / 2) * bar_width
+        error = errors.get(name)
+        ax.bar(positions + offset, values, width=bar_width, label=name,
+               yerr=None if error is None else _as_vector(error),
+               capsize=3 if error is not None else 0)
+    ax.set_xticks(positions, list(labels) if labels is not None else [str(i) for i in positions])
+    if xlabel:
+        ax.set_xlabel(xlabel)
+    if ylabel:
+        ax.set_ylabel(ylabel)
+    if title:
+        ax.set_title(title)
+    ax.legend()
+    return ax
+
+
+@functools.cache
+def _shown_code_type() -> type:
+    """IPython's Code, displayed once: :func:`show_source` displays it as it is made, so a cell
+    ending in ``show_source(...)`` does not show it a second time as the cell's result."""
+    from IPython.display import Code, display
+
+    class ShownCode(Code):
+        shown = False
+
+        def _ipython_display_(self) -> None:
+            if not self.shown:
+                self.shown = True
+                display(Code(data=self.data, language=self.language))
+
+    return ShownCode
+
+
+def show_source(*objects: Any, language: str = "python") -> Any:
+    """Show the source code of functions, classes or methods in a notebook, highlighted.
+
+    The sources (``inspect.getsource``, each dedented) are joined with a blank line between
+    them into one ``IPython.display.Code`` block, which is displayed at once (anywhere in a
+    cell, like ``print``) and returned; the returned block is not displayed a second time as
+    the cell's result. ``show_source(BahdanauDecoder.step, LuongDecoder.step)``.
+    """
+    from IPython.display import display
+
+    if not objects:
+        raise TypeError("show_source needs at least one function, class or method")
+    text = "\n".join(textwrap.dedent(inspect.getsource(obj)) for obj in objects)
+    code = _shown_code_type()(data=text, language=language)
+    display(code)
+    return code

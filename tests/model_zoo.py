@@ -10,21 +10,23 @@ from dataclasses import dataclass, replace
 import torch
 from torch import nn
 
-from course_lib.attention import AdditiveScore, ConcatScore, DotScore, GeneralScore
-from course_lib.attention_seq2seq import (
+from course_lib.models.attention_seq2seq import (
     AttentionSeq2Seq,
     AttentionSeq2SeqConfig,
     BahdanauDecoder,
     LuongDecoder,
 )
-from course_lib.bench import TorchTransformer
-from course_lib.captioning import AttentionLSTMDecoder, CaptionerConfig, CNNEncoder, ShowAttendTell
-from course_lib.hard_attention import HardAttentionConfig, PointerNet
-from course_lib.positions import LearnedPositions, SinusoidalPositions
-from course_lib.self_attention import MultiHeadAttention
-from course_lib.seq2seq import Decoder, Encoder, ScratchRNNCell, Seq2Seq, Seq2SeqConfig
-from course_lib.toy import ToyClassifier, ToyConfig
-from course_lib.transformer import (
+from course_lib.models.captioner import (
+    AttentionLSTMDecoder,
+    CaptionerConfig,
+    CNNEncoder,
+    ShowAttendTell,
+)
+from course_lib.models.pointer import HardAttentionConfig, PointerNet
+from course_lib.models.seq2seq import Decoder, Encoder, ScratchRNNCell, Seq2Seq, Seq2SeqConfig
+from course_lib.models.torch_transformer import TorchTransformer
+from course_lib.models.toy import ToyClassifier, ToyConfig
+from course_lib.models.transformer import (
     DecoderBlock,
     EncoderBlock,
     FeedForward,
@@ -32,6 +34,9 @@ from course_lib.transformer import (
     Transformer,
     TransformerConfig,
 )
+from course_lib.nn.attention import AdditiveScore, ConcatScore, DotScore, GeneralScore
+from course_lib.nn.positions import LearnedPositions, SinusoidalPositions
+from course_lib.nn.self_attention import MultiHeadAttention
 
 SEQ = Seq2SeqConfig(12, 14, embed_dim=6, hidden_size=8)
 SEQ_LSTM_BI = Seq2SeqConfig(12, 14, embed_dim=6, hidden_size=8, cell="lstm", bidirectional=True)

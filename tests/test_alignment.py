@@ -7,16 +7,16 @@ import torch
 
 from course_lib.data.batching import BatchIterator
 from course_lib.data.corpus import CorpusConfig, generate_pairs
-from course_lib.metrics import alignment_accuracy, gold_cells
-from course_lib.seeding import seed_everything
-from course_lib.seq2seq import translation_loss
-from course_lib.translation import (
+from course_lib.experiments.translation import (
     TRANSLATORS,
     build_translator,
     build_vocabs,
     evaluate_alignment,
     reference_attention,
 )
+from course_lib.metrics import alignment_accuracy, gold_cells
+from course_lib.models.seq2seq import translation_loss
+from course_lib.seeding import seed_everything
 
 
 def test_alignment_accuracy_counts_argmax_hits_on_the_first_french_token():

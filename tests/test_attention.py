@@ -1,9 +1,9 @@
-"""Score functions, masked softmax, context vectors and local windows (course_lib.attention)."""
+"""Score functions, masked softmax, context vectors and local windows (course_lib.nn.attention)."""
 
 import pytest
 import torch
 
-from course_lib.attention import (
+from course_lib.nn.attention import (
     AdditiveScore,
     ConcatScore,
     DotScore,

@@ -1,14 +1,14 @@
-"""Bahdanau and Luong encoder-decoders (course_lib.attention_seq2seq)."""
+"""Bahdanau and Luong encoder-decoders (course_lib.models.attention_seq2seq)."""
 
 import pytest
 import torch
 
-from course_lib.attention_seq2seq import AttentionSeq2Seq, AttentionSeq2SeqConfig
-from course_lib.checkpoint import load_checkpoint, save_checkpoint
 from course_lib.data.sequence_tasks import exact_match, sequence_task
 from course_lib.data.vocab import PAD_ID
+from course_lib.models.attention_seq2seq import AttentionSeq2Seq, AttentionSeq2SeqConfig
+from course_lib.models.seq2seq import translation_loss
 from course_lib.seeding import seed_everything
-from course_lib.seq2seq import translation_loss
+from course_lib.train.checkpoint import load_checkpoint, save_checkpoint
 
 VARIANTS = {
     "bahdanau": dict(attention="bahdanau", score="additive"),

@@ -11,11 +11,14 @@ from dataclasses import replace
 import pytest
 import torch
 
-from course_lib import bench, efficiency
-from course_lib.bench import BenchSettings, TorchTransformer, performance_markdown, step_config
-from course_lib.efficiency import median_seconds, paired_medians
-from course_lib.syllabus import COURSE_ROOT
-from course_lib.transformer import Transformer
+from course_lib.course.syllabus import COURSE_ROOT
+from course_lib.experiments import bench
+from course_lib.experiments.bench import BenchSettings, step_config
+from course_lib.experiments.bench_report import performance_markdown
+from course_lib.lessons import costs as efficiency
+from course_lib.models.torch_transformer import TorchTransformer
+from course_lib.models.transformer import Transformer
+from course_lib.timing import median_seconds, paired_medians
 
 TINY = {"vocab": 30, "d_model": 16, "num_heads": 4, "layers": 2, "d_ff": 32, "src_len": 7,
         "tgt_len": 6}

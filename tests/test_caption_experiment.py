@@ -7,13 +7,14 @@ from dataclasses import replace
 
 import pytest
 
-from course_lib import caption_experiment
-from course_lib.caption_experiment import (
+from course_lib.data.captions import caption_set, caption_vocab
+from course_lib.experiments import captioning as caption_experiment
+from course_lib.experiments.captioning import (
     CaptioningSettings,
     captioner_path,
     reproduce_captioning,
 )
-from course_lib.data.captions import caption_set, caption_vocab
+from course_lib.models.captioner import ShowAttendTell
 
 from .reproduce_cli import run_reproduce
 
@@ -74,19 +75,25 @@ def test_unknown_data_set_and_wrong_flags_are_refused(tmp_path):
         replace(CaptioningSettings.for_profile(0), by_dataset={"cifar": {}})
 
 
-def test_each_data_set_trains_with_its_own_recipe(tmp_path):
+def test_the_settings_nest_the_model_config_and_each_data_set_fills_in_its_own():
     settings = CaptioningSettings.for_profile(0)
-    digits = settings.for_dataset("digits")
-    for key, value in caption_experiment.DATASET_SETTINGS["digits"].items():
-        assert getattr(digits, key) == value and getattr(settings, key) != value, key
-    assert settings.for_dataset("shapes") == replace(settings, by_dataset={})
-    assert digits.for_dataset("digits") == digits
     vocab = caption_vocab([caption_set("digits", 4, "train", 0)])
-    config = settings.model_config("digits", vocab)
-    assert (config.read_convs, config.pool_before_norm) == (digits.read_convs,
-                                                            digits.pool_before_norm)
-    # A change to the digit recipe is a new saved digit model and the same shape model.
-    other = replace(settings, by_dataset={"digits": {"read_convs": 2}})
+    digits = settings.model_config("digits", vocab)
+    assert digits == replace(settings.model, vocab_size=len(vocab), in_channels=1)
+    assert settings.model_config("shapes", vocab).in_channels == 3
+    assert ShowAttendTell(digits)  # buildable once the vocabulary is known
+    with pytest.raises(ValueError, match="vocab_size is 0"):
+        ShowAttendTell(settings.model)
+
+
+def test_a_data_set_can_change_its_settings_without_touching_the_other(tmp_path):
+    settings = CaptioningSettings.for_profile(0)
+    assert settings.for_dataset("shapes") == settings.for_dataset("digits") == settings
+    wide = replace(settings.model, read_convs=2)
+    other = replace(settings, by_dataset={"digits": {"model": wide, "steps": 7}})
+    assert other.for_dataset("digits").model.read_convs == 2
+    assert other.for_dataset("digits").for_dataset("digits") == other.for_dataset("digits")
+    # A change to one data set's recipe is a new saved model for it and the same for the other.
     assert captioner_path("digits", other, tmp_path) != captioner_path("digits", settings,
                                                                        tmp_path)
     assert captioner_path("shapes", other, tmp_path) == captioner_path("shapes", settings,

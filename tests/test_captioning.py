@@ -1,4 +1,4 @@
-"""Show, Attend and Tell (course_lib.captioning): encoder grid, attention over locations, the
+"""Show, Attend and Tell (course_lib.models.captioner): encoder grid, attention over locations, the
 gate, the doubly stochastic penalty, decoding, and a model that learns its training captions."""
 
 import copy
@@ -9,8 +9,10 @@ import pytest
 import torch
 from torch.nn import functional as F
 
-from course_lib.attention import AdditiveScore
-from course_lib.captioning import (
+from course_lib.data.captions import CaptionBatches, caption_batch, caption_vocab, digit_strips
+from course_lib.data.vocab import BOS_ID, EOS_ID, PAD_ID
+from course_lib.metrics import localization_accuracy
+from course_lib.models.captioner import (
     AttentionLSTMDecoder,
     CaptionerConfig,
     CNNEncoder,
@@ -18,9 +20,7 @@ from course_lib.captioning import (
     captioning_loss,
     doubly_stochastic_penalty,
 )
-from course_lib.data.captions import CaptionBatches, caption_batch, caption_vocab, digit_strips
-from course_lib.data.vocab import BOS_ID, EOS_ID, PAD_ID
-from course_lib.metrics import localization_accuracy
+from course_lib.nn.attention import AdditiveScore
 from course_lib.seeding import seed_everything
 
 from .strict_device import stray_tensors_fail
@@ -122,7 +122,7 @@ def test_one_step_is_the_equations_of_show_attend_and_tell():
     model = tiny().eval()
     images, previous = torch.rand(2, 1, 8, 20), torch.tensor([BOS_ID, 5])
     decoder = model.decoder
-    assert isinstance(decoder.score, AdditiveScore)  # the score of course_lib.attention
+    assert isinstance(decoder.score, AdditiveScore)  # the score of course_lib.nn.attention
     a = model.encoder(images)  # (B, L, C)
     h0 = torch.tanh(decoder.init_h(a.mean(1)))
     c0 = torch.tanh(decoder.init_c(a.mean(1)))

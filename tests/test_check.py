@@ -8,14 +8,14 @@ import sys
 import pytest
 from packaging.requirements import Requirement
 
-from course_lib.check import (
+from course_lib.course.check import (
     check_kernel,
     check_requirements,
     course_requirements,
     environment_report,
     format_report,
 )
-from course_lib.cli import main
+from course_lib.course.cli import main
 
 
 def run_course(*args, env=None, code=None):
@@ -60,7 +60,7 @@ def test_json_output(registered_kernel):
 
 def test_missing_torch_fails_with_a_message_naming_it():
     code = ("import sys; sys.modules['torch'] = None\n"
-            "from course_lib.cli import main; sys.exit(main(['check']))")
+            "from course_lib.course.cli import main; sys.exit(main(['check']))")
     done = run_course(code=code)
     assert done.returncode == 1
     assert "torch is missing or broken" in done.stdout

@@ -4,13 +4,13 @@ import pytest
 import torch
 from torch import nn
 
-from course_lib.checkpoint import (
+from course_lib.models.toy import ToyClassifier, ToyConfig
+from course_lib.train.checkpoint import (
     CheckpointError,
     load_checkpoint,
     read_checkpoint,
     save_checkpoint,
 )
-from course_lib.toy import ToyClassifier, ToyConfig
 
 
 @dataclass
@@ -43,7 +43,7 @@ def test_checkpoint_loads_with_weights_only(tmp_path):
     config = ToyConfig()
     path = save_checkpoint(tmp_path / "toy.pt", ToyClassifier(config), config)
     payload = torch.load(path, weights_only=True)  # must not need any pickled class
-    assert payload["model_class"] == "course_lib.toy.ToyClassifier"
+    assert payload["model_class"] == "course_lib.models.toy.ToyClassifier"
     assert payload["config"] == {"in_features": 2, "hidden": 64, "layers": 2, "classes": 2}
     assert not list(tmp_path.glob("*.tmp"))  # written atomically, nothing left behind
 
@@ -52,7 +52,7 @@ def test_loading_another_models_checkpoint_names_both(tmp_path):
     config = OtherConfig()
     path = save_checkpoint(tmp_path / "other.pt", OtherModel(config), config)
     with pytest.raises(CheckpointError, match=r"holds a .*OtherModel checkpoint, not a "
-                                              r"course_lib\.toy\.ToyClassifier"):
+                                              r"course_lib\.models\.toy\.ToyClassifier"):
         load_checkpoint(path, ToyClassifier)
 
 
@@ -98,3 +98,22 @@ def test_config_must_be_a_plain_dataclass(tmp_path):
         save_checkpoint(tmp_path / "x.pt", model, {"hidden": 64})
     with pytest.raises(TypeError, match=r"extra\['fn'\] is a builtin_function"):
         save_checkpoint(tmp_path / "x.pt", model, ToyConfig(), extra={"fn": print})
+
+
+def test_a_checkpoint_saved_before_the_models_moved_still_loads(tmp_path):
+    """Models saved when ToyClassifier lived in course_lib.toy load into the class it is now;
+    a class path that never existed is still refused."""
+    torch.manual_seed(0)
+    config = ToyConfig(hidden=6)
+    model = ToyClassifier(config)
+    path = save_checkpoint(tmp_path / "old.pt", model, config)
+    payload = torch.load(path, weights_only=True)
+    payload["model_class"] = "course_lib.toy.ToyClassifier"
+    torch.save(payload, path)
+    loaded, _ = load_checkpoint(path, ToyClassifier)
+    x = torch.randn(3, 2)
+    assert torch.equal(loaded(x), model.eval()(x))
+    payload["model_class"] = "course_lib.nowhere.ToyClassifier"
+    torch.save(payload, path)
+    with pytest.raises(CheckpointError, match=r"course_lib\.nowhere\.ToyClassifier"):
+        load_checkpoint(path, ToyClassifier)

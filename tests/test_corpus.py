@@ -7,17 +7,12 @@ import pytest
 from course_lib.data import lexicon as lex
 from course_lib.data.corpus import (
     CorpusConfig,
-    Sampler,
-    _concepts,
-    _realise,
-    align,
     corpus_bytes,
     corpus_statistics,
     generate_pairs,
     load_corpus,
-    tokenize,
-    word_count,
 )
+from course_lib.data.sentences import Sampler, _concepts, _realise, align, tokenize, word_count
 
 SMALL = CorpusConfig(size=600, seed=3)
 
@@ -78,7 +73,7 @@ def lexical_forms():
 
 def verb_forms():
     """Every lexical verb form per verb: English and French, all tenses, numbers, negation."""
-    from course_lib.data.corpus import _form
+    from course_lib.data.sentences import _form
 
     forms = []
     for verb in lex.VERBS:
@@ -189,7 +184,7 @@ def test_tokenizer_splits_punctuation_and_keeps_elisions():
 def test_length_estimate_equals_the_realised_length():
     """The sampler grows sentences by estimate and rejects them before realising: both rely on
     the estimate being exact."""
-    from course_lib.data.corpus import estimated_words
+    from course_lib.data.sentences import estimated_words
 
     rng = random.Random(11)
     for _ in range(200):

@@ -9,7 +9,7 @@ import os
 import subprocess
 import sys
 
-from course_lib.reproduce import BottleneckSettings
+from course_lib.experiments.bottleneck import BottleneckSettings
 
 from .reproduce_cli import without_times
 
@@ -18,9 +18,9 @@ from .reproduce_cli import without_times
 # digest of every trained model's weights.
 RUN = r"""
 import hashlib, json, sys
-from course_lib.caption_experiment import reproduce_captioning
-from course_lib.reproduce import reproduce_bottleneck
-from course_lib.transformer_experiment import reproduce_transformer
+from course_lib.experiments.captioning import reproduce_captioning
+from course_lib.experiments.bottleneck import reproduce_bottleneck
+from course_lib.experiments.transformer import reproduce_transformer
 
 def digest(model):
     h = hashlib.sha256()

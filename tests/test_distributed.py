@@ -1,4 +1,5 @@
-"""Data-parallel training (course_lib.distributed): two gloo processes under torchrun against one.
+"""Data-parallel training (course_lib.experiments.ddp_copy): two gloo processes under torchrun
+against one.
 
 The two-process run and the one-process run see the same global batches in the same order from
 the same initial weights, so they do the same arithmetic except for the order of floating-point
@@ -20,7 +21,7 @@ from torch import distributed as dist
 
 from course_lib.data.sequence_tasks import sequence_task
 from course_lib.device import get_device
-from course_lib.distributed import (
+from course_lib.experiments.ddp_copy import (
     TORCHRUN_VARIABLES,
     DataParallelSettings,
     DistributedContext,
@@ -33,9 +34,9 @@ from course_lib.distributed import (
     train,
     wrap_model,
 )
-from course_lib.toy import ToyClassifier, ToyConfig
-from course_lib.training import fit, supervised_loss
-from course_lib.transformer import Transformer
+from course_lib.models.toy import ToyClassifier, ToyConfig
+from course_lib.models.transformer import Transformer
+from course_lib.train.loop import fit, supervised_loss
 
 ROOT = Path(__file__).resolve().parents[1]
 CPU = torch.device("cpu")
@@ -56,7 +57,7 @@ def two_process_run(tmp_path_factory):
            if name not in (*TORCHRUN_VARIABLES, "MASTER_ADDR", "MASTER_PORT")}
     env.update(OMP_NUM_THREADS="1", COURSE_DEVICE="cpu")  # CPU and gloo, even on a GPU machine
     command = [sys.executable, "-m", "torch.distributed.run", "--standalone",
-               "--nproc_per_node", "2", "-m", "course_lib.distributed", *RUN,
+               "--nproc_per_node", "2", "-m", "course_lib.experiments.ddp_copy", *RUN,
                "--backend", "gloo", "--no-progress", "--out", str(out)]
     result = subprocess.run(command, cwd=ROOT, env=env, capture_output=True, text=True,
                             timeout=120)

@@ -6,25 +6,21 @@ import time
 import pytest
 import torch
 
-from course_lib.attention import local_attention, masked_softmax
 from course_lib.data.vocab import EOS_ID, PAD_ID
-from course_lib.decoding import beam_search
-from course_lib.efficiency import (
+from course_lib.lessons.costs import (
     attention_cost,
-    blockwise_attention,
     cache_report,
     decode_timing,
     greedy_steps,
-    median_seconds,
-    peak_memory,
-    reach,
     sdpa_backends,
     sequence_log_prob,
-    single_thread,
-    window_mask,
 )
-from course_lib.self_attention import causal_mask, scaled_dot_product_attention
-from course_lib.transformer import DecoderCache, Memory, Transformer, TransformerConfig
+from course_lib.models.transformer import DecoderCache, Memory, Transformer, TransformerConfig
+from course_lib.nn.attention import local_attention, masked_softmax
+from course_lib.nn.decoding import beam_search
+from course_lib.nn.efficient import blockwise_attention, reach, window_mask
+from course_lib.nn.self_attention import causal_mask, scaled_dot_product_attention
+from course_lib.timing import median_seconds, peak_memory, single_thread
 
 
 @pytest.fixture(autouse=True)

@@ -1,4 +1,5 @@
-"""course_lib.embeddings: exact agreement with PyTorch, the properties the lesson claims, the real
+"""course_lib.nn.similarity and data.glove: exact agreement with PyTorch, the properties the
+lesson claims, the real
 GloVe vectors, and clear errors on bad input."""
 
 import math
@@ -8,16 +9,19 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from course_lib import embeddings as emb
-from course_lib.embeddings import (
+from course_lib.data.glove import (
+    GLOVE_VOCAB_SIZE,
     WordVectors,
     analogy,
+    load_glove,
+    nearest_neighbours,
+)
+from course_lib.lessons.tastes import taste_example
+from course_lib.nn.similarity import (
     cosine_matrix,
     cosine_similarity,
     embedding_lookup,
     entropy,
-    load_glove,
-    nearest_neighbours,
     one_hot,
     one_hot_lookup,
     output_distribution,
@@ -25,7 +29,6 @@ from course_lib.embeddings import (
     predict_word,
     preference_scores,
     softmax_with_temperature,
-    taste_example,
     top_k_words,
 )
 
@@ -266,7 +269,7 @@ def test_glove_is_cached_and_limits_are_prefixes(glove):
 
 def test_full_vocabulary():
     full = load_glove()
-    assert len(full) == emb.GLOVE_VOCAB_SIZE == len(set(full.words))
+    assert len(full) == GLOVE_VOCAB_SIZE == len(set(full.words))
     assert full.index_of("king") == 691 and full.words[-1] == "sandberger"
     assert load_glove(None) is full
 

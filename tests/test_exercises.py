@@ -5,9 +5,9 @@ import re
 import nbformat
 import pytest
 
+from course_lib.course.syllabus import COURSE_ROOT, LESSONS
 from course_lib.grading.assign import AssignError, assign
 from course_lib.grading.config import lessons_with_exercises, source_notebooks
-from course_lib.syllabus import COURSE_ROOT, LESSONS
 
 ROOT = COURSE_ROOT
 SOLUTION_LINES = re.compile(r"### BEGIN SOLUTION(.*?)### END SOLUTION", re.S)

@@ -16,11 +16,11 @@ from pathlib import Path
 import nbformat
 import pytest
 
+from course_lib.course.syllabus import COURSE_ROOT
 from course_lib.grading import grade as grade_module
 from course_lib.grading import sandbox
 from course_lib.grading.config import lessons_with_exercises, source_notebooks
 from course_lib.grading.grade import GradingError, exercises_of, grade
-from course_lib.syllabus import COURSE_ROOT
 from tests.cheats import CHEATS, make_cheat
 
 ROOT = COURSE_ROOT

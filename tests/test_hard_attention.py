@@ -1,27 +1,27 @@
-"""Hard attention: sampling, REINFORCE, straight-through Gumbel (course_lib.hard_attention)."""
+"""Hard attention: sampling, REINFORCE, straight-through Gumbel (course_lib.models.pointer)."""
 
 import math
 
 import pytest
 import torch
 
-from course_lib.hard_attention import (
-    HardAttentionConfig,
-    MovingAverageBaseline,
-    PointerNet,
+from course_lib.lessons.estimators import (
     estimator_statistics,
     expected_loss,
     gradient_samples,
-    gumbel_noise,
+    score_gradient,
+    train_pointer,
+)
+from course_lib.models.pointer import (
+    HardAttentionConfig,
+    MovingAverageBaseline,
+    PointerNet,
     pointer_accuracy,
     pointer_loss,
     pointer_task,
     reinforce_surrogate,
-    sample_item,
-    score_gradient,
-    straight_through_gumbel,
-    train_pointer,
 )
+from course_lib.nn.gumbel import gumbel_noise, sample_item, straight_through_gumbel
 from course_lib.seeding import make_generator
 
 
@@ -66,7 +66,7 @@ def test_straight_through_gumbel_is_one_hot_forward_and_soft_backward():
     upstream = torch.randn(5, 7, generator=make_generator(3))
     (grad_st,) = torch.autograd.grad((weights * upstream).sum(), scores)
     # The same noise through the plain relaxation softmax((e + g) / τ) gives the same gradient.
-    noise = gumbel_noise(scores.shape, make_generator(2), like=scores)
+    noise = gumbel_noise(scores.shape, generator=make_generator(2), dtype=scores.dtype)
     relaxed = torch.softmax((scores + noise).masked_fill(~mask, torch.finfo(torch.float32).min)
                             / 0.5, -1)
     (grad_soft,) = torch.autograd.grad((relaxed * upstream).sum(), scores)

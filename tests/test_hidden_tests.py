@@ -21,6 +21,7 @@ import nbformat
 import pytest
 import torch
 
+from course_lib.course.syllabus import COURSE_ROOT
 from course_lib.grading.config import lessons_with_exercises, source_notebooks
 from course_lib.grading.hidden import HiddenTest, collecting, observe_all, resolve
 from course_lib.grading.verdict import (
@@ -30,7 +31,6 @@ from course_lib.grading.verdict import (
     judge,
     static_flags,
 )
-from course_lib.syllabus import COURSE_ROOT
 
 SEEDS = (1, 2, 3)
 NOTEBOOKS = [path for lesson in lessons_with_exercises(COURSE_ROOT)

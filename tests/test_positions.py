@@ -5,7 +5,7 @@ import math
 import pytest
 import torch
 
-from course_lib.positions import (
+from course_lib.nn.positions import (
     LearnedPositions,
     SinusoidalPositions,
     offset_rotation,

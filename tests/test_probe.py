@@ -1,7 +1,7 @@
 import pytest
 import torch
 
-from course_lib.probe import probe_positions, word_at
+from course_lib.lessons.probe import probe_positions, word_at
 
 
 def test_word_at_counts_from_the_last_word_before_the_stop():

@@ -3,7 +3,7 @@
 import re
 from pathlib import Path
 
-from course_lib.syllabus import LESSONS
+from course_lib.course.syllabus import LESSONS
 
 ROOT = Path(__file__).resolve().parent.parent
 README = (ROOT / "README.md").read_text()

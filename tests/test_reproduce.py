@@ -6,7 +6,7 @@ import os
 
 import pytest
 
-from course_lib.reproduce import (
+from course_lib.experiments.bottleneck import (
     BOTTLENECK_MODELS,
     BOTTLENECK_STEPS,
     BottleneckSettings,
@@ -67,7 +67,7 @@ def test_a_changed_model_configuration_is_not_loaded_from_an_old_checkpoint(monk
     # another variant into a model of the same shapes.
     from types import SimpleNamespace
 
-    from course_lib import reproduce
+    from course_lib.experiments import bottleneck as reproduce
     corpus = SimpleNamespace(config=SimpleNamespace(key=lambda: "corpus"))
     settings = BottleneckSettings.for_profile(0)
     before = checkpoint_path("luong-general", corpus, settings)

@@ -7,8 +7,13 @@ import sys
 
 import pytest
 
-from course_lib.experiments import budget_text, estimate_seconds, parse_seeds, planned_runs
-from course_lib.reproduce import BOTTLENECK_MODELS
+from course_lib.experiments.bottleneck import BOTTLENECK_MODELS
+from course_lib.experiments.reproduce import (
+    budget_text,
+    estimate_seconds,
+    parse_seeds,
+    planned_runs,
+)
 
 from .reproduce_cli import run_reproduce, without_times
 

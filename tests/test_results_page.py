@@ -5,7 +5,7 @@ import json
 
 import pytest
 
-from course_lib.results_page import TARGETS, load_seeds, results_page, seed_targets
+from course_lib.experiments.results_page import TARGETS, load_seeds, results_page, seed_targets
 
 BUCKETS = ("1-10", "11-20", "21-30", "31+")
 
@@ -116,3 +116,38 @@ def test_the_page_reports_each_seed_and_the_spread(tmp_path):
 def test_a_page_of_another_profile_says_so(profile):
     page = results_page({0: good_seed(0)}, profile)
     assert f"in the {profile} profile" in page and "test the pipeline" in page
+
+
+def test_the_readme_headline_and_the_page_are_generated_from_the_committed_results(tmp_path):
+    """docs/results.md and README's table between the markers are what the committed results
+    give (run `course results` after measuring), and a README without the markers is
+    refused."""
+    from pathlib import Path
+
+    from course_lib.experiments.results_page import (
+        HEADLINE_END,
+        HEADLINE_START,
+        headline_table,
+        update_readme,
+    )
+
+    root = Path(__file__).resolve().parent.parent
+    readme = (root / "README.md").read_text()
+    block = readme.split(HEADLINE_START, 1)[1].split(HEADLINE_END, 1)[0].strip("\n")
+    committed = load_seeds(root / "results")
+    assert block == headline_table(committed), "run `course results`"
+    assert (root / "docs" / "results.md").read_text() == results_page(committed), \
+        "run `course results`"
+    seeds = {0: {"bottleneck": {"models": {"none": translation(40.0, (90.0, 60.0, 40.0,
+                                                                      20.0))},
+                                **metadata(0)}}}
+    copy = tmp_path / "README.md"
+    copy.write_text(f"intro\n{HEADLINE_START}\nold\n{HEADLINE_END}\nrest\n")
+    update_readme(copy, seeds)
+    text = copy.read_text()
+    assert text.startswith("intro\n") and text.endswith(f"{HEADLINE_END}\nrest\n")
+    assert "| GRU encoder–decoder, no attention | 1 | 40.0 | 90.0 | 20.0 |" in text
+    assert "| Transformer | 0 | – | – | – |" in text
+    copy.write_text("no markers\n")
+    with pytest.raises(ValueError, match="headline markers"):
+        update_readme(copy, seeds)

@@ -7,7 +7,7 @@ import pytest
 import torch
 from torch import nn
 
-from course_lib.self_attention import (
+from course_lib.nn.self_attention import (
     KVCache,
     MultiHeadAttention,
     causal_mask,

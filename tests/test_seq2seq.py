@@ -3,7 +3,7 @@ import torch
 from torch import nn
 
 from course_lib.data.vocab import BOS_ID, EOS_ID, PAD_ID
-from course_lib.seq2seq import (
+from course_lib.models.seq2seq import (
     Decoder,
     Encoder,
     ScratchRNNCell,
@@ -11,7 +11,7 @@ from course_lib.seq2seq import (
     Seq2SeqConfig,
     sequence_loss,
 )
-from course_lib.training import fit
+from course_lib.train.loop import fit
 
 
 def test_scratch_rnn_cell_matches_torch_exactly():

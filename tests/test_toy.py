@@ -1,7 +1,13 @@
 import pytest
 import torch
 
-from course_lib.toy import BoundaryRecorder, ToyClassifier, ToyConfig, grid_points, make_spirals
+from course_lib.models.toy import (
+    BoundaryRecorder,
+    ToyClassifier,
+    ToyConfig,
+    grid_points,
+    make_spirals,
+)
 
 
 def test_spirals_shapes_labels_and_determinism():

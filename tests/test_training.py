@@ -4,16 +4,16 @@ from torch import nn
 from torch.utils.data import DataLoader, TensorDataset
 
 from course_lib.metrics import accuracy
-from course_lib.toy import ToyClassifier, ToyConfig, make_spirals
-from course_lib.training import (
+from course_lib.models.toy import ToyClassifier, ToyConfig, make_spirals
+from course_lib.train.loop import (
     EarlyStopping,
     History,
     batch_size,
-    cosine_decay,
     epochs_for,
     fit,
     supervised_loss,
 )
+from course_lib.train.schedules import cosine_decay
 
 CE = supervised_loss(nn.functional.cross_entropy)
 
@@ -298,18 +298,21 @@ def test_bad_step_budgets_are_refused(kwargs):
             train, CE, progress=False, device="cpu", **kwargs)
 
 
-def test_the_time_safety_valve_counts_training_steps_only():
-    """Each step sleeps 20 ms and each epoch's metric 150 ms. Counted in wall time, a limit of
-    0.25 s would run out in the second epoch; counted in training steps it lasts about 12
-    steps, several epochs of 2 batches."""
-    import time
+def test_the_time_safety_valve_counts_training_steps_only(monkeypatch):
+    """On a fake clock, each step takes 20 ms and each epoch's metric 150 ms. Counted in wall
+    time, a limit of 0.25 s would run out in the second epoch; counted in training steps it
+    lasts 13 steps: six full epochs of 2 batches, and the first step of the seventh."""
+    from course_lib.train import loop
+
+    now = [0.0]
+    monkeypatch.setattr(loop.time, "perf_counter", lambda: now[0])
 
     def slow_loss(model, batch):
-        time.sleep(0.02)
+        now[0] += 0.02
         return CE(model, batch)
 
     def slow_metric(model):
-        time.sleep(0.15)
+        now[0] += 0.15
         return 0.0
 
     train, _, _ = spiral_loaders(n=64)
@@ -319,6 +322,6 @@ def test_the_time_safety_valve_counts_training_steps_only():
                   epochs=50, metrics={"slow": slow_metric}, device="cpu", progress=False,
                   max_time_s=0.25)
     assert history.stopped_by_time
-    assert 4 <= len(history) <= 7, f"{len(history)} epochs"
-    assert history["train_s"][-1] == pytest.approx(0.25, abs=0.05)
-    assert sum(history["time_s"]) >= history["train_s"][-1] + 0.15 * len(history)
+    assert len(history) == 7 and history["steps"][-1] == 13
+    assert history["train_s"][-1] == pytest.approx(0.26)
+    assert sum(history["time_s"]) == pytest.approx(0.26 + 0.15 * 7)

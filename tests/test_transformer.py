@@ -5,12 +5,9 @@ import pytest
 import torch
 from torch import nn
 
-from course_lib import decoding
 from course_lib.data.sequence_tasks import exact_match, sequence_task
 from course_lib.data.vocab import BOS_ID, EOS_ID, PAD_ID
-from course_lib.self_attention import MultiHeadAttention
-from course_lib.training import transformer_lr, warmup_inverse_sqrt
-from course_lib.transformer import (
+from course_lib.models.transformer import (
     DecoderBlock,
     EncoderBlock,
     Transformer,
@@ -18,6 +15,9 @@ from course_lib.transformer import (
     label_smoothed_loss,
     transformer_loss,
 )
+from course_lib.nn import decoding
+from course_lib.nn.self_attention import MultiHeadAttention
+from course_lib.train.schedules import transformer_lr, warmup_inverse_sqrt
 
 from .strict_device import stray_tensors_fail
 

@@ -10,9 +10,9 @@ import torch
 
 from course_lib.data.batching import make_batch
 from course_lib.data.corpus import CorpusConfig, load_corpus
-from course_lib.reproduce import reproduce_bottleneck, write_json
-from course_lib.transformer import Transformer
-from course_lib.transformer_experiment import (
+from course_lib.experiments.bottleneck import reproduce_bottleneck
+from course_lib.experiments.runs import write_json
+from course_lib.experiments.transformer import (
     TransformerSettings,
     cross_attention_maps,
     matched_transformer,
@@ -20,7 +20,8 @@ from course_lib.transformer_experiment import (
     time_to_reach,
     transformer_path,
 )
-from course_lib.translation import build_translator, build_vocabs
+from course_lib.experiments.translation import build_translator, build_vocabs
+from course_lib.models.transformer import Transformer
 
 from .reproduce_cli import run_reproduce
 

@@ -15,8 +15,14 @@ import pytest
 import torch
 
 from course_lib.grading import hidden, trusted
-from course_lib.grading.grade import GradingError, load_or_create_key
-from course_lib.grading.hidden import HiddenTest, HiddenTestError, encode, grade_with
+from course_lib.grading.grade import GradingError
+from course_lib.grading.hidden import (
+    HiddenTest,
+    HiddenTestError,
+    encode,
+    grade_with,
+    load_or_create_key,
+)
 from course_lib.grading.verdict import (
     UnusableResults,
     Verdict,
@@ -223,15 +229,15 @@ def _notebook(*sources):
 
 def test_static_flags_find_references_imports_and_dynamic_code():
     nb = _notebook("def f(x):\n    return F.scaled_dot_product_attention(x, x, x)",
-                   "from course_lib.attention import masked_softmax\nimport course_lib.metrics",
+                   "from course_lib.nn.attention import masked_softmax\nimport course_lib.metrics",
                    "def h(x):\n    return exec('x')",
                    "from course_lib.grading.checks import check_close\ndef k(x):\n    return x")
     sdpa = ("torch.nn.functional.scaled_dot_product_attention",)
     assert static_flags(nb, "ex0", sdpa) == [
         "uses F.scaled_dot_product_attention, which this exercise re-implements"]
-    assert static_flags(nb, "ex1", ("course_lib.attention.masked_softmax",)) == [
-        "imports masked_softmax from course_lib.attention, which this exercise re-implements",
-        "imports course_lib.attention", "imports course_lib.metrics"]
+    assert static_flags(nb, "ex1", ("course_lib.nn.attention.masked_softmax",)) == [
+        "imports masked_softmax from course_lib.nn.attention, which this exercise re-implements",
+        "imports course_lib.nn.attention", "imports course_lib.metrics"]
     assert static_flags(nb, "ex2", ()) == ["runs code chosen at run time (exec)"]
     assert static_flags(nb, "ex3", ()) == []
 

@@ -7,7 +7,7 @@ import numpy as np  # noqa: E402
 import pytest  # noqa: E402
 import torch  # noqa: E402
 
-from course_lib.training import History  # noqa: E402
+from course_lib.train.loop import History  # noqa: E402
 from course_lib.viz import LivePlot, plot_attention, plot_history  # noqa: E402
 
 
@@ -74,7 +74,7 @@ def test_live_plot_updates_one_display(monkeypatch):
 
 
 def test_decision_boundary_draws_grid_and_points():
-    from course_lib.viz import plot_decision_boundary
+    from course_lib.viz_images import plot_decision_boundary
 
     probs = np.linspace(0, 1, 16).reshape(4, 4)
     ax = plot_decision_boundary(probs, 1.0, torch.zeros(3, 2), torch.tensor([0, 1, 1]))
@@ -96,3 +96,122 @@ def test_bleu_by_length_plot_one_line_per_model():
     assert np.isnan(lines["none"][2])
     with pytest.raises(ValueError, match="buckets"):
         plot_bleu_by_length({"a": {"1-10": 1.0}, "b": {"11-20": 2.0}})
+
+
+def _two_functions():
+    from course_lib.device import synchronize
+    from course_lib.timing import median_seconds
+
+    return synchronize, median_seconds
+
+
+def test_show_source_returns_the_highlighted_code_of_every_object(capsys):
+    from IPython.display import Code
+
+    from course_lib.viz import show_source
+
+    synchronize, median_seconds = _two_functions()
+    code = show_source(synchronize)
+    assert isinstance(code, Code) and code.language == "python"
+    assert code.data.startswith("def synchronize(device")
+    both = show_source(synchronize, median_seconds)
+    assert "def synchronize(device" in both.data and "def median_seconds(fn" in both.data
+    assert both.data.index("def synchronize") < both.data.index("def median_seconds")
+    assert "\n\ndef median_seconds" in both.data  # a blank line between the two
+    with pytest.raises(TypeError, match="at least one"):
+        show_source()
+
+
+def test_show_source_dedents_methods():
+    from course_lib.viz import show_source
+
+    code = show_source(History.__getitem__)
+    assert code.data.startswith("def __getitem__(self, key")
+
+
+def test_attention_heads_share_one_colour_scale_and_one_colour_bar():
+    from course_lib.viz import plot_attention_heads
+
+    weights = torch.softmax(torch.randn(5, 3, 4), dim=-1)  # (h, T, S)
+    fig = plot_attention_heads(weights, list("abcd"), list("xyz"), columns=2, gold=[(0, 1)],
+                               title="cross-attention")
+    panels = [ax for ax in fig.axes if ax.get_title().startswith("head")]
+    assert [ax.get_title() for ax in panels] == [f"head {i}" for i in range(5)]
+    assert len(fig.axes) == 3 * 2 + 1  # a 3 x 2 grid (one panel off) and one colour bar
+    assert not fig.axes[5].axison
+    top = float(weights.max())
+    for ax, expected in zip(panels, weights, strict=True):
+        drawn = ax.collections[0]
+        np.testing.assert_allclose(drawn.get_array().reshape(3, 4), expected.numpy(), rtol=1e-6)
+        assert drawn.get_clim() == pytest.approx((0.0, top))
+        assert [t.get_text() for t in ax.get_xticklabels()] == list("abcd")
+        assert any(isinstance(p, plt.Rectangle) and (p.get_x(), p.get_y()) == (1, 0)
+                   for p in ax.patches)
+    assert fig._suptitle.get_text() == "cross-attention"
+    fig = plot_attention_heads([weights[0], weights[1]], list("abcd"), list("xyz"),
+                               titles=["layer 0", "layer 1"], vmax=1.0)
+    assert [ax.get_title() for ax in fig.axes[:2]] == ["layer 0", "layer 1"]
+    assert fig.axes[0].collections[0].get_clim() == (0.0, 1.0)
+
+
+def test_attention_heads_refuse_maps_that_do_not_match():
+    from course_lib.viz import plot_attention_heads
+
+    with pytest.raises(ValueError, match="one shape"):
+        plot_attention_heads([torch.rand(3, 4), torch.rand(2, 4)], list("abcd"), list("xyz"))
+    with pytest.raises(ValueError, match="2 titles for 3 maps"):
+        plot_attention_heads(torch.rand(3, 3, 4), list("abcd"), list("xyz"), titles=["a", "b"])
+
+
+def test_curves_by_step_one_line_per_history():
+    from course_lib.viz import plot_curves_by_step
+
+    none = History([{"epoch": e, "steps": 10 * e, "train_loss": 4.0 / e, "lr": 0.1}
+                    for e in (1, 2, 3)])
+    attention = History([{"epoch": e, "steps": 10 * e, "train_loss": 2.0 / e, "lr": 0.1}
+                         for e in (1, 2)])
+    ax = plot_curves_by_step({"none": none, "bahdanau": attention}, log=True,
+                             ylabel="training loss", title="same steps")
+    lines = {line.get_label(): line for line in ax.get_lines()}
+    assert list(lines) == ["none", "bahdanau"]
+    np.testing.assert_allclose(lines["none"].get_xdata(), [10, 20, 30])
+    np.testing.assert_allclose(lines["bahdanau"].get_ydata(), [2.0, 1.0])
+    assert ax.get_yscale() == "log" and ax.get_xlabel() == "optimiser steps"
+    assert ax.get_ylabel() == "training loss" and ax.get_title() == "same steps"
+    assert [t.get_text() for t in ax.get_legend().get_texts()] == ["none", "bahdanau"]
+
+    single = plot_curves_by_step(none, "lr")  # one history: one line, no legend
+    assert len(single.get_lines()) == 1 and single.get_legend() is None
+    assert single.get_ylabel() == "lr" and single.get_yscale() == "linear"
+    with pytest.raises(KeyError, match="bleu"):
+        plot_curves_by_step(none, "bleu")
+
+
+def test_grouped_bars_put_the_series_side_by_side():
+    from matplotlib.container import BarContainer
+
+    from course_lib.viz import plot_grouped_bars
+
+    ax = plot_grouped_bars({"before": torch.tensor([1.0, 2.0, 3.0]), "after": [0.5, 0.0, 4.0]},
+                           labels=["a", "b", "c"], errors={"after": [0.1, 0.1, 0.2]},
+                           xlabel="item", ylabel="height", title="change")
+    before, after = [c for c in ax.containers if isinstance(c, BarContainer)]
+    assert [b.get_height() for b in before] == [1.0, 2.0, 3.0]
+    assert [b.get_height() for b in after] == [0.5, 0.0, 4.0]
+    np.testing.assert_allclose([b.get_x() + b.get_width() / 2 for b in before], [-0.2, 0.8, 1.8])
+    np.testing.assert_allclose([b.get_x() + b.get_width() / 2 for b in after], [0.2, 1.2, 2.2])
+    np.testing.assert_allclose([b.get_width() for b in after], [0.4] * 3)
+    assert before.errorbar is None and after.errorbar is not None
+    assert [t.get_text() for t in ax.get_xticklabels()] == ["a", "b", "c"]
+    assert [t.get_text() for t in ax.get_legend().get_texts()] == ["before", "after"]
+    assert (ax.get_xlabel(), ax.get_ylabel(), ax.get_title()) == ("item", "height", "change")
+
+    three = plot_grouped_bars({"x": [1, 2], "y": [3, 4], "z": [5, 6]})
+    centres = [[b.get_x() + b.get_width() / 2 for b in c] for c in three.containers
+               if isinstance(c, BarContainer)]
+    np.testing.assert_allclose(centres, [[-0.8 / 3, 1 - 0.8 / 3], [0, 1], [0.8 / 3, 1 + 0.8 / 3]])
+    assert [t.get_text() for t in three.get_xticklabels()] == ["0", "1"]
+    with pytest.raises(ValueError, match="same number of bars"):
+        plot_grouped_bars({"x": [1, 2], "y": [1]})
+    with pytest.raises(KeyError, match="not among the series"):
+        plot_grouped_bars({"x": [1, 2]}, errors={"y": [0, 0]})

@@ -14,7 +14,7 @@ from pathlib import Path
 
 from traitlets.config import Config
 
-from course_lib.syllabus import COURSE_ROOT
+from course_lib.course.syllabus import COURSE_ROOT
 
 SOURCE_DIRECTORY = "solutions"
 RELEASE_DIRECTORY = "exercises"
@@ -58,3 +58,7 @@ def ensure_environment_on_path() -> None:
     scripts = str(Path(sys.executable).parent)
     if scripts not in os.environ.get("PATH", "").split(os.pathsep):
         os.environ["PATH"] = scripts + os.pathsep + os.environ.get("PATH", "")
+
+
+class GradingError(RuntimeError):
+    """The batch cannot be graded at all (bad arguments, no sandbox); never one submission."""

@@ -20,17 +20,14 @@ not depend on the number of workers.
 
 from __future__ import annotations
 
-import csv
-import io
 import multiprocessing
 import os
-import secrets
 import shutil
 import tempfile
 import warnings
 from collections.abc import Iterable
 from concurrent.futures import ProcessPoolExecutor
-from dataclasses import astuple, dataclass, fields
+from dataclasses import dataclass
 from pathlib import Path
 
 import nbformat
@@ -54,41 +51,31 @@ from nbgrader.preprocessors import (
 from sqlalchemy.exc import SAWarning
 from traitlets import Bool
 
+from course_lib.course.syllabus import COURSE_ROOT
 from course_lib.grading.config import (
     DEFAULT_CELL_TIMEOUT_S,
     DEFAULT_MEMORY_GB,
     SOURCE_DIRECTORY,
+    GradingError,
     ensure_environment_on_path,
     lessons_with_exercises,
     nbgrader_config,
     source_notebooks,
 )
-from course_lib.grading.hidden import HiddenTestError
+from course_lib.grading.gradebook import GradeRow, summary, write_outputs
+from course_lib.grading.hidden import HiddenTestError, key_file_for, load_or_create_key
 from course_lib.grading.sandbox import (
     SandboxedExecute,
     copy_without_notebooks,
     sandbox_available,
 )
+from course_lib.grading.submission import (
+    _error_outputs,
+    read_submission,
+    reasons_by_grade_id,
+)
 from course_lib.grading.trusted import read_flags
 from course_lib.grading.verdict import load_reference
-from course_lib.syllabus import COURSE_ROOT
-
-MAX_NOTEBOOK_BYTES = 20 * 2**20
-COLUMNS = ("student", "lesson", "exercise", "points", "max_points", "status")
-
-
-class GradingError(RuntimeError):
-    """The batch cannot be graded at all (bad arguments, no sandbox); never one submission."""
-
-
-@dataclass(frozen=True)
-class GradeRow:
-    student: str
-    lesson: str
-    exercise: str
-    points: float
-    max_points: float
-    status: str
 
 
 @dataclass(frozen=True)
@@ -115,68 +102,8 @@ def exercises_of(notebook: Path) -> list[Exercise]:
 # Checking a submitted file before anything runs
 
 
-def read_submission(path: Path) -> tuple[nbformat.NotebookNode | None, str]:
-    """``(notebook, "")`` for a usable submission, else ``(None, reason)``."""
-    if not path.exists() and not path.is_symlink():
-        return None, f"notebook missing from the submission (expected {path.name})"
-    if path.is_symlink() or not path.is_file():
-        return None, f"{path.name} is not a regular file"
-    size = path.stat().st_size
-    if size == 0:
-        return None, f"{path.name} is an empty file, not a notebook"
-    if size > MAX_NOTEBOOK_BYTES:
-        return None, (f"{path.name} is {size / 2**20:.0f} MiB, over the "
-                      f"{MAX_NOTEBOOK_BYTES >> 20} MiB limit")
-    try:
-        nb = nbformat.read(path, as_version=4)
-        nbformat.validate(nb)
-    except Exception as error:  # JSON, schema and encoding errors all mean the same here
-        first_line = (str(error).strip().splitlines() or [type(error).__name__])[0]
-        return None, f"{path.name} is not a valid notebook: {first_line[:200]}"
-    return nb, ""
-
-
 # ---------------------------------------------------------------------------------------------
 # Turning an autograded notebook into reasons
-
-
-def _error_outputs(cell) -> list:
-    return [o for o in cell.get("outputs", []) if o.get("output_type") == "error"]
-
-
-def explain_error(output, timeout: int, memory_gb: float) -> str:
-    name, value = output.get("ename", "Error"), str(output.get("evalue", "")).strip()
-    value = value.splitlines()[0][:200] if value else ""
-    if name in ("CellTimeoutError", "KeyboardInterrupt"):
-        return f"timed out: a cell ran longer than {timeout} s"
-    if name == "MemoryError" or "can't allocate memory" in value:
-        return f"out of memory: a cell needed more than the {memory_gb:g} GiB limit"
-    if name == "NotImplementedError" and not value:  # the stub; a library's own has a message
-        return "not attempted (the cell still raises NotImplementedError)"
-    if name in ("SyntaxError", "IndentationError", "TabError"):
-        return f"syntax error in the code: {value}"
-    if name in ("NotExecuted", "SandboxError", "KernelDied"):
-        return f"not run: {value}"
-    return f"{name}: {value}" if value else name
-
-
-def reasons_by_grade_id(nb, timeout: int, memory_gb: float) -> dict[str, str]:
-    """For each test cell present: '' if it ran clean, else why it failed.
-
-    An error in the exercise's own code (the cells since the previous test cell) is reported
-    in preference to the error it then caused in the test.
-    """
-    reasons, own_code_error = {}, ""
-    for cell in nb.cells:
-        meta = cell.metadata.get("nbgrader", {})
-        errors = _error_outputs(cell)
-        if meta.get("grade") and not meta.get("solution") and cell.cell_type == "code":
-            test_error = explain_error(errors[-1], timeout, memory_gb) if errors else ""
-            reasons[meta["grade_id"]] = (own_code_error or test_error) if errors else ""
-            own_code_error = ""
-        elif errors and cell.cell_type == "code":
-            own_code_error = explain_error(errors[0], timeout, memory_gb)
-    return reasons
 
 
 # ---------------------------------------------------------------------------------------------
@@ -240,31 +167,6 @@ def available_cpus() -> int:
         return len(os.sched_getaffinity(0))
     except AttributeError:  # macOS
         return os.cpu_count() or 1
-
-
-def key_file_for(out: Path) -> Path:
-    """Where the secret grading key is kept by default: beside the gradebook."""
-    return out.with_name(out.stem + ".key")
-
-
-def load_or_create_key(path: Path) -> str:
-    """The hex key in ``path``; a new random one (readable by its owner only) if it is absent.
-
-    The hidden tests' inputs are drawn from it: keep it with the gradebook and out of students'
-    reach; a regrade with the same key draws the same inputs.
-    """
-    if not path.exists():
-        path.parent.mkdir(parents=True, exist_ok=True)
-        handle = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-        with os.fdopen(handle, "w") as file:
-            file.write(secrets.token_hex(32) + "\n")
-    key = path.read_text().strip()
-    try:
-        if len(bytes.fromhex(key)) < 16:
-            raise ValueError
-    except ValueError:
-        raise GradingError(f"{path} must hold a hex key of at least 32 digits") from None
-    return key
 
 
 def grade(submissions: Path, out: Path, *, root: Path = COURSE_ROOT,
@@ -458,47 +360,6 @@ def collect_rows(workspace, student, lesson, notebook, exercises, failure, timeo
 
 # ---------------------------------------------------------------------------------------------
 # Writing
-
-
-def gradebook_csv(rows: list[GradeRow]) -> str:
-    buffer = io.StringIO()
-    writer = csv.writer(buffer, lineterminator="\n")
-    writer.writerow([f.name for f in fields(GradeRow)])
-    for row in rows:
-        student, lesson, exercise, points, max_points, status = astuple(row)
-        writer.writerow([student, lesson, exercise, f"{points:g}", f"{max_points:g}", status])
-    return buffer.getvalue()
-
-
-def write_outputs(rows: list[GradeRow], out: Path, feedback_stage: Path) -> None:
-    """Write the CSV and swap in the feedback folder, each atomically (never half-written)."""
-    out.parent.mkdir(parents=True, exist_ok=True)
-    handle, tmp = tempfile.mkstemp(prefix=f".{out.name}.", dir=out.parent)
-    with os.fdopen(handle, "w", encoding="utf-8", newline="") as file:
-        file.write(gradebook_csv(rows))
-    os.replace(tmp, out)
-    feedback = out.parent / "feedback"
-    staged = Path(tempfile.mkdtemp(prefix=".feedback.", dir=out.parent))
-    if feedback_stage.is_dir():
-        shutil.copytree(feedback_stage, staged, dirs_exist_ok=True)
-    old = None
-    if feedback.exists():
-        old = Path(tempfile.mkdtemp(prefix=".feedback-old.", dir=out.parent))
-        os.replace(feedback, old / "feedback")
-    os.replace(staged, feedback)
-    if old is not None:
-        shutil.rmtree(old)
-
-
-def summary(rows: list[GradeRow]) -> str:
-    totals: dict[tuple[str, str], list[float]] = {}
-    for row in rows:
-        total = totals.setdefault((row.student, row.lesson), [0.0, 0.0])
-        total[0] += row.points
-        total[1] += row.max_points
-    lines = [f"  {student:<20} {lesson:<24} {points:g} / {maximum:g}"
-             for (student, lesson), (points, maximum) in sorted(totals.items())]
-    return "\n".join(lines)
 
 
 def grade_cli(args) -> int:

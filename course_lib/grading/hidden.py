@@ -12,7 +12,7 @@ of an exercise's test cell in ``solutions/``) defines two functions and register
                                                            torch.tensor([1, 4]))}
 
     grade_with("ex2_padded_softmax", _inputs, _observe,
-               reimplements=("course_lib.attention.masked_softmax",))
+               reimplements=("course_lib.nn.attention.masked_softmax",))
 
 ``_observe`` runs twice on the same inputs: in the submission's kernel, where the names resolve
 to the student's functions, and in the grader's own process, where they resolve to the
@@ -34,6 +34,7 @@ from __future__ import annotations
 import contextlib
 import io
 import os
+import secrets
 import sys
 import types
 from collections.abc import Callable, Iterator
@@ -42,6 +43,8 @@ from pathlib import Path
 from typing import Any
 
 import torch
+
+from course_lib.grading.config import GradingError
 
 GRADING_DIR_VARIABLE = "COURSE_GRADING_DIR"
 MAX_ELEMENTS = 2_000_000  # per observation: results are small by design
@@ -317,3 +320,28 @@ def smoke_test(test: HiddenTest, seed: int = 0) -> dict[str, tuple]:
         raise HiddenTestError(f"{test.grade_id}: an observation is not plain data: "
                               f"{error}") from error
     return records
+
+
+def key_file_for(out: Path) -> Path:
+    """Where the secret grading key is kept by default: beside the gradebook."""
+    return out.with_name(out.stem + ".key")
+
+
+def load_or_create_key(path: Path) -> str:
+    """The hex key in ``path``; a new random one (readable by its owner only) if it is absent.
+
+    The hidden tests' inputs are drawn from it: keep it with the gradebook and out of students'
+    reach; a regrade with the same key draws the same inputs.
+    """
+    if not path.exists():
+        path.parent.mkdir(parents=True, exist_ok=True)
+        handle = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        with os.fdopen(handle, "w") as file:
+            file.write(secrets.token_hex(32) + "\n")
+    key = path.read_text().strip()
+    try:
+        if len(bytes.fromhex(key)) < 16:
+            raise ValueError
+    except ValueError:
+        raise GradingError(f"{path} must hold a hex key of at least 32 digits") from None
+    return key

@@ -344,7 +344,7 @@ def static_flags(nb, grade_id: str, reimplements: tuple[str, ...]) -> list[str]:
     """What in the student's code deserves the instructor's eye for exercise ``grade_id``.
 
     Anywhere in the student's cells: a use of a re-implemented name as an attribute or an
-    import (``F.scaled_dot_product_attention``, ``from course_lib.attention import
+    import (``F.scaled_dot_product_attention``, ``from course_lib.nn.attention import
     masked_softmax``). In the exercise's own cells: any import from ``course_lib`` other than the
     self-checks, and code run by name at run time (``exec``, ``__import__``, ...).
     """

@@ -1,0 +1,1 @@
+"""Course tooling: the ``course`` command, environment check, notebook hygiene, syllabus."""

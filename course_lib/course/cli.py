@@ -1,0 +1,146 @@
+"""The ``course`` command (also ``python -m course_lib``).
+
+    course check                  is this environment ready? (exit 1 with the fix if not)
+    course clean-notebooks [PATH] strip outputs and stray metadata from committed notebooks
+    course assign [LESSON ...]    regenerate exercises/ from solutions/ (nbgrader)
+    course grade SUBMISSIONS      autograde submissions into a gradebook CSV and feedback HTML
+    course reproduce bottleneck   retrain every translator, write results/seed-N/bottleneck.json
+    course reproduce captioning   retrain both captioners, write results/seed-N/captioning.json
+    course reproduce transformer  retrain the Transformer, write results/seed-N/transformer.json
+    course reproduce all          every experiment for seeds 0-4 (or --seeds), then
+                                  docs/results.md
+    course results                regenerate docs/results.md from results/seed-*/
+    course bench                  time course_lib against PyTorch; results/bench.json and
+                                  docs/performance.md
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="course", description=__doc__.split("\n\n")[0])
+    commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    check = commands.add_parser("check", help="report Python, torch, device, dependencies, kernel")
+    check.add_argument("--json", action="store_true", help="print the report as JSON")
+    clean = commands.add_parser("clean-notebooks", help="strip outputs and stray metadata")
+    clean.add_argument("paths", nargs="*", default=["notebooks", "solutions", "exercises"])
+    assign = commands.add_parser("assign", help="regenerate exercises/ from solutions/")
+    assign.add_argument("lessons", nargs="*", metavar="LESSON",
+                        help="lesson folders under solutions/ (default: all)")
+    grade = commands.add_parser("grade", help="autograde a folder of submissions")
+    grade.add_argument("submissions", metavar="SUBMISSIONS_DIR",
+                       help="laid out as SUBMISSIONS_DIR/<student>/<lesson>/<notebook>.ipynb")
+    grade.add_argument("--out", default="gradebook.csv",
+                       help="gradebook CSV to write; feedback/ is written beside it")
+    grade.add_argument("--timeout", type=int, default=None, help="seconds per cell")
+    grade.add_argument("--memory-gb", type=float, default=None, help="memory cap per submission")
+    grade.add_argument("--workers", type=int, default=1,
+                       help="submissions graded side by side (each kernel then gets "
+                            "cpus / workers threads); default 1")
+    grade.add_argument("--key", default=None, metavar="FILE",
+                       help="secret key the hidden tests' inputs are drawn from (default: "
+                            "<out>.key beside the gradebook, made on first use; keep it for "
+                            "regrades)")
+    grade.add_argument("--unsafe", action="store_true",
+                       help="run submissions without a sandbox when bubblewrap is missing")
+    reproduce = commands.add_parser("reproduce", help="retrain and measure a headline result")
+    reproduce.add_argument("experiment", choices=["bottleneck", "captioning", "transformer", "all"])
+    reproduce.add_argument("--model", default=None,
+                           help="train only this model: none, bahdanau, luong-dot, luong-general, "
+                                "luong-concat, luong-local, luong-local-m or "
+                                "luong-general-no-feeding (default: the first six)")
+    reproduce.add_argument("--dataset", default=None,
+                           help="captioning only: digits or shapes (default: both)")
+    reproduce.add_argument("--seed", type=int, default=None,
+                           help="data and initialisation seed (default 0; for all: 0-4)")
+    reproduce.add_argument("--seeds", default=None, metavar="A-B",
+                           help="several seeds, e.g. 0-4 or 0,2 (instead of --seed)")
+    reproduce.add_argument("--out-dir", default=None,
+                           help="results folder; each seed goes in seed-N/ (default: results/)")
+    reproduce.add_argument("--max-minutes", type=float, default=None,
+                           help="stop each model's training after this many minutes even if its "
+                                "step budget is not spent (the numbers then differ from the "
+                                "documented ones; the output says so)")
+    reproduce.add_argument("--threads", type=int, default=None,
+                           help="torch threads (default 1, the count the documented numbers were "
+                                "measured with; another count gives other bits)")
+    reproduce.add_argument("--jobs", type=int, default=1,
+                           help="all only: train this many models side by side, one process "
+                                "each (the numbers stay the same; 2 suits a 2-core laptop)")
+    reproduce.add_argument("--page", default=None,
+                           help="all only: the results page to write (default: docs/results.md)")
+    reproduce.add_argument("--no-page", action="store_true",
+                           help="all only: do not write the results page")
+    results = commands.add_parser("results", help="regenerate docs/results.md from results/")
+    results.add_argument("--results-dir", default=None, help="default: results/")
+    results.add_argument("--page", default=None, help="default: docs/results.md")
+    bench = commands.add_parser(
+        "bench", help="time course_lib against PyTorch; write results/bench.json and "
+                      "docs/performance.md")
+    bench.add_argument("--parts", default=None,
+                       help="comma-separated: attention, transformer_step, kv_cache, lessons "
+                            "(default: all)")
+    bench.add_argument("--lesson-profiles", default="fast,full",
+                       help="profiles to time each lesson in: fast, full or fast,full (default; "
+                            "the full profile trains for minutes where no saved model exists)")
+    bench.add_argument("--lessons", nargs="*", metavar="PREFIX",
+                       help="time only the lessons whose names start so (e.g. 08 09)")
+    bench.add_argument("--out-dir", default=None, help="where bench.json goes (default: results/)")
+    bench.add_argument("--docs", default=None,
+                       help="the Markdown page to write (default: docs/performance.md)")
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    if args.command == "check":
+        from course_lib.course.check import run_check
+
+        return run_check(as_json=args.json)
+    if args.command == "clean-notebooks":
+        from course_lib.course.nbhygiene import clean_files
+
+        changed = clean_files(args.paths)
+        for path in changed:
+            print(f"cleaned {path}")
+        print(f"{len(changed)} notebook(s) changed")
+        return 0
+    if args.command == "assign":
+        from course_lib.grading.assign import AssignError, assign
+
+        try:
+            written = assign(args.lessons or None)
+        except AssignError as error:
+            print(f"course assign: {error}", file=sys.stderr)
+            return 1
+        for path in written:
+            print(f"wrote {path}")
+        return 0
+    if args.command == "grade":
+        from course_lib.grading.grade import GradingError, grade_cli
+
+        try:
+            return grade_cli(args)
+        except GradingError as error:
+            print(f"course grade: {error}", file=sys.stderr)
+            return 2
+    if args.command == "reproduce":
+        from course_lib.experiments.reproduce import reproduce_cli
+
+        return reproduce_cli(args)
+    if args.command == "results":
+        from course_lib.experiments.reproduce import results_cli
+
+        return results_cli(args)
+    if args.command == "bench":
+        from course_lib.experiments.bench import bench_cli
+
+        return bench_cli(args)
+    return 2  # unreachable: argparse rejects unknown commands
+
+
+if __name__ == "__main__":
+    sys.exit(main())

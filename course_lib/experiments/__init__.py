@@ -1,0 +1,1 @@
+"""``course reproduce`` and ``course bench``: the measured experiments of the course."""

@@ -1,0 +1,116 @@
+"""What every ``course reproduce`` experiment shares: where results and trained models live,
+training a model or loading the one already trained with the same settings, and writing the
+JSON record and the figure of a run.
+
+A trained model is kept in :data:`MODEL_CACHE` under a file name that digests everything that
+decides it (the experiment's settings, the data, the torch version), so a changed setting
+trains a new model and an unchanged one is loaded (when the caller asks with ``reuse=True``).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import platform
+import sys
+from collections.abc import Callable
+from dataclasses import asdict
+from pathlib import Path
+from typing import Any
+
+import torch
+from torch import nn
+
+from course_lib.course.syllabus import COURSE_ROOT
+from course_lib.profile import get_profile
+from course_lib.train.checkpoint import CheckpointError, load_checkpoint, save_checkpoint
+
+DEFAULT_SEED = 0
+# Trained models, keyed by their settings; COURSE_MODEL_CACHE moves the folder (read at import).
+MODEL_CACHE = Path(os.environ.get("COURSE_MODEL_CACHE") or COURSE_ROOT / ".cache" / "models")
+RESULTS_DIR = COURSE_ROOT / "results"
+
+
+def seed_dir(seed: int, results_dir: Path = RESULTS_DIR) -> Path:
+    """Where ``course reproduce`` writes the results of one seed: ``results/seed-N``."""
+    return Path(results_dir) / f"seed-{seed}"
+
+
+def cache_file(stem: str, key: list, cache_dir: Path = MODEL_CACHE) -> Path:
+    """``cache_dir/STEM-DIGEST.pt``, the digest covering ``key`` (JSON-able) and the torch
+    version: a model trained under anything else gets another file."""
+    text = json.dumps([*key, torch.__version__], sort_keys=True)
+    digest = hashlib.sha256(text.encode()).hexdigest()[:16]
+    return Path(cache_dir) / f"{stem}-{digest}.pt"
+
+
+def load_saved(path: Path | None, model_class: type[nn.Module], device: torch.device
+               ) -> tuple[nn.Module, dict[str, Any]] | None:
+    """The model saved at ``path`` and its ``extra`` record, on ``device``; None when there is
+    no file or it no longer fits ``model_class`` (a stale checkpoint is reported and ignored)."""
+    if path is None or not path.is_file():
+        return None
+    try:
+        model, extra = load_checkpoint(path, model_class)
+    except CheckpointError as error:
+        print(f"ignoring a stale checkpoint: {error}", file=sys.stderr)
+        return None
+    return model.to(device), extra
+
+
+def train_or_load(path: Path | None, model_class: type[nn.Module], device: torch.device,
+                  train: Callable[[], tuple[nn.Module, dict[str, Any]]], reuse: bool,
+                  label: str) -> tuple[nn.Module, dict[str, Any]]:
+    """With ``reuse``, the model already saved at ``path`` (see :func:`load_saved`); otherwise,
+    or when none is saved, ``train()``'s model and ``extra`` record, saved at ``path`` (None:
+    not saved). ``label`` names the model in the message that says it was loaded."""
+    saved = load_saved(path, model_class, device) if reuse else None
+    if saved is not None:
+        print(f"{label}: loaded the model trained with these settings from {path.parent}")
+        return saved
+    model, extra = train()
+    if path is not None:
+        save_checkpoint(path, model, model.config, extra=extra)
+    return model, extra
+
+
+def run_metadata(seed: int, device: torch.device, settings, corpus=None) -> dict:
+    """What every ``course reproduce`` result records about its run: seed, profile, device,
+    machine, the corpus size (for translation) and the settings (a dataclass)."""
+    metadata = {
+        "seed": seed,
+        "profile": get_profile(),
+        "device": str(device),
+        "machine": f"{platform.machine()}, {os.cpu_count()} cores, torch {torch.__version__}",
+        "threads": getattr(settings, "threads", torch.get_num_threads()),
+    }
+    if corpus is not None:
+        metadata["corpus"] = {"size": corpus.config.size, "test_pairs": len(corpus.test)}
+    metadata["settings"] = asdict(settings)
+    return metadata
+
+
+def write_json(result: dict, path: Path) -> Path:
+    """Write ``result`` as indented JSON, atomically (a reader never sees half a file)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_suffix(".tmp")
+    tmp.write_text(json.dumps(result, indent=2) + "\n")
+    tmp.replace(path)
+    return path
+
+
+def save_figure(draw: Callable[[], Any], path: Path, dpi: int = 110) -> Path:
+    """Draw a figure with ``draw()`` (which returns it) on the file-only Agg backend, save it at
+    ``path`` and close it: a command-line run never opens a window."""
+    import matplotlib
+
+    matplotlib.use("Agg", force=False)
+    import matplotlib.pyplot as plt
+
+    figure = draw()
+    figure.tight_layout()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    figure.savefig(path, dpi=dpi)
+    plt.close(figure)
+    return path

@@ -1,0 +1,1 @@
+"""Demonstrations that belong to one lesson and are not reusable building blocks."""

@@ -1,0 +1,87 @@
+"""Nadaraya–Watson kernel regression, lesson 03: soft attention with the score
+``−(x − x_i)² / (2h²)`` over training points, whose values are their targets."""
+
+from __future__ import annotations
+
+import math
+
+import torch
+
+from course_lib.nn.attention import masked_softmax
+from course_lib.nn.checks import shape_of
+from course_lib.seeding import make_generator
+
+
+def regression_function(x: torch.Tensor) -> torch.Tensor:
+    """The function behind the regression data, ``f(x) = 2 sin(x) + x^0.8`` (for x ≥ 0)."""
+    return 2 * torch.sin(x) + x.clamp(min=0).pow(0.8)
+
+
+def make_regression_data(n: int = 50, *, noise: float = 0.5, low: float = 0.0,
+                         high: float = 5.0, seed: int = 0) -> tuple[torch.Tensor, torch.Tensor]:
+    """Noisy samples of :func:`regression_function`: ``x_i ~ U(low, high)`` (sorted),
+    ``y_i = f(x_i) + ε_i``, ``ε_i ~ N(0, noise²)``.
+
+    Shapes: returns ``x`` (n,) and ``y`` (n,), float32 on the CPU.
+    """
+    if n < 1:
+        raise ValueError(f"n must be at least 1, got {n}")
+    if noise < 0 or not high > low:
+        raise ValueError(f"need noise >= 0 and high > low, got noise={noise}, low={low}, "
+                         f"high={high}")
+    generator = make_generator(seed)
+    x = torch.sort(low + (high - low) * torch.rand(n, generator=generator)).values
+    y = regression_function(x) + noise * torch.randn(n, generator=generator)
+    return x, y
+
+
+def nadaraya_watson(x_query: torch.Tensor, x_train: torch.Tensor, y_train: torch.Tensor,
+                    bandwidth: float, *, mask: torch.Tensor | None = None
+                    ) -> tuple[torch.Tensor, torch.Tensor]:
+    """Nadaraya–Watson kernel regression as attention pooling:
+
+    ``f(x) = Σ_i a_i(x) y_i``, ``a_i(x) = softmax_i(−(x − x_i)² / (2h²))``,
+
+    i.e. soft attention whose query is ``x``, whose keys are the ``x_i`` and whose values are the
+    ``y_i``, with a Gaussian kernel of bandwidth ``h`` as the score. As ``h → 0`` it returns the
+    nearest neighbour's ``y``; as ``h → ∞`` the global mean of ``y`` (``h = inf`` is allowed).
+
+    Shapes: ``x_query`` (M,), ``x_train`` (N,), ``y_train`` (N,) or (N, C), ``mask`` (M, N) or
+    (N,) bool -> predictions (M,) or (M, C), weights (M, N).
+    """
+    if not bandwidth > 0:
+        raise ValueError(f"bandwidth must be > 0, got {bandwidth}")
+    if x_query.dim() != 1 or x_train.dim() != 1:
+        raise ValueError(f"x_query must have shape (M,) and x_train (N,), got "
+                         f"{shape_of(x_query)} and {shape_of(x_train)}")
+    if y_train.dim() not in (1, 2) or y_train.shape[0] != x_train.shape[0]:
+        raise ValueError(f"y_train must have shape (N,) or (N, C) with N = {x_train.shape[0]} "
+                         f"(the length of x_train), got {shape_of(y_train)}")
+    if mask is not None and shape_of(mask) not in ((x_query.shape[0], x_train.shape[0]),
+                                                  (x_train.shape[0],)):
+        raise ValueError(f"mask must have shape (M, N) = ({x_query.shape[0]}, "
+                         f"{x_train.shape[0]}) or (N,), got {shape_of(mask)}")
+    squared = (x_query.unsqueeze(1) - x_train.unsqueeze(0)).pow(2)  # (M, 1) - (1, N) -> (M, N)
+    # Softmax ignores a shift per row: subtracting each row's smallest allowed distance keeps the
+    # nearest point's score at exactly 0, so even a tiny h gives the nearest neighbour, not NaN.
+    allowed = squared if mask is None else squared.masked_fill(~mask, math.inf)
+    nearest = allowed.amin(dim=-1, keepdim=True)  # (M, 1)
+    nearest = torch.where(torch.isfinite(nearest), nearest, torch.zeros_like(nearest))
+    denominator = max(2 * bandwidth**2, torch.finfo(squared.dtype).tiny)  # h = inf gives inf
+    scores = -(squared - nearest) / denominator  # (M, N), all <= 0
+    weights = masked_softmax(scores, mask)  # (M, N)
+    predictions = weights @ y_train  # (M, N) @ (N,) or (N, C) -> (M,) or (M, C)
+    return predictions, weights
+
+
+def leave_one_out_error(x: torch.Tensor, y: torch.Tensor, bandwidth: float) -> float:
+    """Mean squared error of predicting each ``y_i`` from all the other points,
+    ``mean_i (y_i − f_{−i}(x_i))²``: the diagonal of the attention mask is False, so no point
+    looks at itself. A fair way to choose the bandwidth. Shapes: ``x`` (N,), ``y`` (N,)."""
+    if x.shape[0] < 2:
+        raise ValueError(f"leave-one-out needs at least 2 points, got {x.shape[0]}")
+    not_self = ~torch.eye(x.shape[0], dtype=torch.bool, device=x.device)  # (N, N)
+    predictions, _ = nadaraya_watson(x, x, y, bandwidth, mask=not_self)
+    return (predictions - y).pow(2).mean().item()
+
+

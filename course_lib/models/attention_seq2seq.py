@@ -1,0 +1,240 @@
+"""Encoder–decoders with attention: Bahdanau et al. (2015) and Luong et al. (2015).
+
+Both read the source with a bidirectional RNN whose two directions have ``hidden_size / 2`` units
+each, so every annotation ``h_j = [h→_j; h←_j]`` has ``hidden_size`` numbers, the size of the
+decoder state (which the dot score needs). At every output step the decoder computes a fresh
+context ``c_t = Σ_j a_tj h_j``; the two families differ in when and how:
+
+Bahdanau (additive; the query is the *previous* state):
+    a_t = softmax_j(vᵀ tanh(W s_{t−1} + U h_j)),   c_t = Σ_j a_tj h_j
+    s_t = RNN([e(y_{t−1}); c_t], s_{t−1}),         p(y_t) = softmax(W_o [s_t; c_t; e(y_{t−1})])
+
+Luong (the query is the *current* state; input feeding passes h̃_{t−1} on):
+    h_t = RNN([e(y_{t−1}); h̃_{t−1}], h_{t−1}),     a_t = align(h_t, h_j) (dot, general, concat)
+    c_t = Σ_j a_tj h_j,   h̃_t = tanh(W_c [c_t; h_t]),   p(y_t) = softmax(W_s h̃_t)
+    local-m: window [t − D, t + D];  local-p: p_t = (S − 1)·sigmoid(v_pᵀ tanh(W_p h_t)), window
+    [p_t − D, p_t + D] with Gaussian weighting (see
+    :func:`course_lib.nn.attention.local_attention`).
+    ``scaled=True`` divides dot and general scores by √H (not in Luong et al.; see
+    lesson 05 for why the course's Luong models use it).
+
+``forward`` returns ``(logits, weights)``: the attention weights of every step, (B, T, S).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+from torch import nn
+
+from course_lib.data.vocab import BOS_ID, EOS_ID, PAD_ID
+from course_lib.models.seq2seq import CELLS, Encoder, Seq2SeqConfig
+from course_lib.nn.attention import (
+    SCALABLE_SCORES,
+    attention_context,
+    local_attention,
+    make_score,
+    masked_softmax,
+)
+
+ATTENTIONS = ("bahdanau", "luong")
+LUONG_SCORES = ("dot", "general", "concat")
+LOCAL_MODES = (None, "m", "p")
+
+
+@dataclass
+class AttentionSeq2SeqConfig:
+    src_vocab_size: int
+    tgt_vocab_size: int
+    embed_dim: int = 128
+    hidden_size: int = 256
+    cell: str = "gru"
+    attention: str = "bahdanau"
+    score: str = "additive"
+    local: str | None = None
+    window: int = 10
+    input_feeding: bool = True
+    scaled: bool = False
+    dropout: float = 0.0
+
+    def __post_init__(self) -> None:
+        if self.attention not in ATTENTIONS:
+            raise ValueError(f"attention must be one of {ATTENTIONS}, got {self.attention!r}")
+        if self.cell not in CELLS:
+            raise ValueError(f"cell must be one of {CELLS}, got {self.cell!r}")
+        if self.attention == "bahdanau" and (self.score != "additive" or self.local):
+            raise ValueError("Bahdanau attention uses the additive score and no local window; "
+                             f"got score={self.score!r}, local={self.local!r}")
+        if self.attention == "luong" and self.score not in LUONG_SCORES:
+            raise ValueError(f"Luong attention scores are {LUONG_SCORES}, got {self.score!r}")
+        if self.scaled and self.score not in SCALABLE_SCORES:
+            raise ValueError(f"scaled=True divides dot or general scores by sqrt(H); got "
+                             f"score={self.score!r}")
+        if self.local not in LOCAL_MODES:
+            raise ValueError(f"local must be None, 'm' or 'p', got {self.local!r}")
+        if self.hidden_size < 2 or self.hidden_size % 2:
+            raise ValueError(f"hidden_size must be even (half per encoder direction), got "
+                             f"{self.hidden_size}")
+        if self.window < 0:
+            raise ValueError(f"window D must be >= 0, got {self.window}")
+
+
+def _make_cell(kind: str, input_size: int, hidden_size: int) -> nn.RNNCellBase:
+    return (nn.GRUCell if kind == "gru" else nn.LSTMCell)(input_size, hidden_size)
+
+
+def _hidden(state):
+    """The hidden vector of a GRU state h or an LSTM state (h, c)."""
+    return state[0] if isinstance(state, tuple) else state
+
+
+@dataclass
+class EncodedSource:
+    """What every decoder step reads. Shapes: ``annotations`` (B, S, H), ``prepared`` the score's
+    key-side part (B, S, ·), ``mask`` (B, S) bool, ``lengths`` (B,)."""
+
+    annotations: torch.Tensor
+    prepared: torch.Tensor
+    mask: torch.Tensor
+    lengths: torch.Tensor
+
+
+class BahdanauDecoder(nn.Module):
+    """One step: attend with s_{t−1}, then update the state with [e(y_{t−1}); c_t]."""
+
+    def __init__(self, config: AttentionSeq2SeqConfig) -> None:
+        super().__init__()
+        hidden, embed = config.hidden_size, config.embed_dim
+        self.score = make_score("additive", hidden, hidden)
+        self.cell = _make_cell(config.cell, embed + hidden, hidden)
+        self.feature_size = 2 * hidden + embed
+
+    def initial_state(self, start: torch.Tensor):
+        return (start, torch.zeros_like(start)) if isinstance(self.cell, nn.LSTMCell) else start
+
+    def step(self, embedded: torch.Tensor, state, source: EncodedSource, t: int):
+        """Shapes: ``embedded`` (B, E) -> features (B, 2H + E), new state, weights (B, S)."""
+        weights = masked_softmax(self.score(_hidden(state), source.prepared), source.mask)
+        context = attention_context(weights, source.annotations)  # (B, H)
+        state = self.cell(torch.cat([embedded, context], dim=-1), state)
+        features = torch.cat([_hidden(state), context, embedded], dim=-1)  # (B, 2H + E)
+        return features, state, weights
+
+
+class LuongDecoder(nn.Module):
+    """One step: update the state, attend with h_t, then h̃_t = tanh(W_c [c_t; h_t])."""
+
+    def __init__(self, config: AttentionSeq2SeqConfig) -> None:
+        super().__init__()
+        hidden, embed = config.hidden_size, config.embed_dim
+        self.config = config
+        self.score = make_score(config.score, hidden, hidden, scaled=config.scaled)
+        self.cell = _make_cell(config.cell, embed + (hidden if config.input_feeding else 0),
+                               hidden)
+        self.combine = nn.Linear(2 * hidden, hidden, bias=False)  # W_c
+        if config.local == "p":
+            self.position = nn.Sequential(nn.Linear(hidden, hidden), nn.Tanh(),
+                                          nn.Linear(hidden, 1, bias=False))  # v_p, W_p
+        self.feature_size = hidden
+
+    def initial_state(self, start: torch.Tensor):
+        rnn_state = (start, torch.zeros_like(start)) if isinstance(self.cell, nn.LSTMCell) \
+            else start
+        return rnn_state, torch.zeros_like(start)  # (RNN state, h̃_0 = 0)
+
+    def attend(self, query: torch.Tensor, source: EncodedSource, t: int) -> torch.Tensor:
+        """Global, local-m or local-p weights for the query h_t. Shapes: (B, H) -> (B, S)."""
+        scores = self.score(query, source.prepared)  # (B, S)
+        if self.config.local is None:
+            return masked_softmax(scores, source.mask)
+        last = (source.lengths - 1).to(scores.dtype)  # (B,)
+        if self.config.local == "m":
+            center = torch.full_like(last, float(t)).minimum(last)  # p_t = t, (B,)
+            return local_attention(scores, center, self.config.window, source.mask)
+        center = last * torch.sigmoid(self.position(query).squeeze(-1))  # p_t, (B,)
+        return local_attention(scores, center, self.config.window, source.mask, gaussian=True)
+
+    def step(self, embedded: torch.Tensor, state, source: EncodedSource, t: int):
+        """Shapes: ``embedded`` (B, E) -> features h̃_t (B, H), new state, weights (B, S)."""
+        rnn_state, previous_attentional = state
+        inputs = (torch.cat([embedded, previous_attentional], dim=-1)
+                  if self.config.input_feeding else embedded)
+        rnn_state = self.cell(inputs, rnn_state)
+        query = _hidden(rnn_state)  # h_t, (B, H)
+        weights = self.attend(query, source, t)
+        context = attention_context(weights, source.annotations)  # (B, H)
+        attentional = torch.tanh(self.combine(torch.cat([context, query], dim=-1)))  # h̃_t
+        return attentional, (rnn_state, attentional), weights
+
+
+class AttentionSeq2Seq(nn.Module):
+    """Bidirectional encoder + Bahdanau or Luong decoder.
+
+    Shapes: ``src`` (B, S), ``src_lengths`` (B,), ``tgt_in`` (B, T) -> logits (B, T, V) and
+    attention weights (B, T, S).
+    """
+
+    config_class = AttentionSeq2SeqConfig
+
+    def __init__(self, config: AttentionSeq2SeqConfig) -> None:
+        super().__init__()
+        self.config = config
+        half = config.hidden_size // 2
+        self.encoder = Encoder(Seq2SeqConfig(config.src_vocab_size, config.tgt_vocab_size,
+                                             config.embed_dim, half, config.cell,
+                                             bidirectional=True, dropout=config.dropout))
+        self.init = nn.Linear(half, config.hidden_size)  # s_0 = tanh(W_init c)
+        self.embed = nn.Embedding(config.tgt_vocab_size, config.embed_dim, padding_idx=PAD_ID)
+        decoder_class = BahdanauDecoder if config.attention == "bahdanau" else LuongDecoder
+        self.decoder = decoder_class(config)
+        self.dropout = nn.Dropout(config.dropout)
+        self.out = nn.Linear(self.decoder.feature_size, config.tgt_vocab_size)
+
+    def encode(self, src: torch.Tensor, src_lengths: torch.Tensor | None = None):
+        """Annotations and the decoder's first state. Shapes: (B, S) -> EncodedSource, state."""
+        annotations, context = self.encoder(src, src_lengths)  # (B, S, H), (B, H / 2)
+        mask = src != PAD_ID  # (B, S)
+        lengths = mask.sum(dim=1) if src_lengths is None else src_lengths.to(src.device)  # (B,)
+        source = EncodedSource(annotations, self.decoder.score.prepare(annotations), mask,
+                               lengths)
+        return source, self.decoder.initial_state(torch.tanh(self.init(context)))
+
+    def forward(self, src: torch.Tensor, src_lengths: torch.Tensor | None, tgt_in: torch.Tensor):
+        """Teacher forcing: step t reads y_{t−1} = ``tgt_in[:, t]``."""
+        if tgt_in.dim() != 2 or tgt_in.shape[0] != src.shape[0]:
+            raise ValueError(f"expected tgt_in of shape ({src.shape[0]}, T), got "
+                             f"{tuple(tgt_in.shape)}")
+        source, state = self.encode(src, src_lengths)
+        embedded = self.dropout(self.embed(tgt_in))  # (B, T, E)
+        features, weights = [], []
+        for t in range(tgt_in.shape[1]):
+            feature, state, weight = self.decoder.step(embedded[:, t], state, source, t)
+            features.append(feature)
+            weights.append(weight)
+        features = torch.stack(features, dim=1)  # (B, T, F)
+        return self.out(self.dropout(features)), torch.stack(weights, dim=1)  # (B, T, V), (B,T,S)
+
+    @torch.no_grad()
+    def greedy_decode(self, src: torch.Tensor, src_lengths: torch.Tensor | None = None,
+                      max_len: int = 80, return_attention: bool = False):
+        """y_t = argmax p(y | y_<t, x) until every row has produced EOS (or ``max_len``).
+
+        Returns ids (B, T') with PAD after each row's EOS, and with ``return_attention`` also the
+        weights (B, T', S) (zero rows after EOS).
+        """
+        source, state = self.encode(src, src_lengths)
+        batch = src.shape[0]
+        token = torch.full((batch,), BOS_ID, dtype=torch.long, device=src.device)
+        finished = torch.zeros(batch, dtype=torch.bool, device=src.device)
+        generated, weights = [], []
+        for t in range(max_len):
+            feature, state, weight = self.decoder.step(self.embed(token), state, source, t)
+            token = self.out(feature).argmax(dim=-1).masked_fill(finished, PAD_ID)  # (B,)
+            generated.append(token)
+            weights.append(weight.masked_fill(finished.unsqueeze(1), 0.0))
+            finished |= token == EOS_ID
+            if bool(finished.all()):
+                break
+        ids = torch.stack(generated, dim=1)  # (B, T')
+        return (ids, torch.stack(weights, dim=1)) if return_attention else ids

@@ -1,0 +1,212 @@
+"""RNN encoder–decoder without attention (Cho et al., 2014; Sutskever et al., 2014).
+
+The encoder reads the source and keeps one vector, the context c = h_S (its final state). The
+decoder generates the target from c alone: as its initial state (``context="init"``), as an extra
+input at every step (``"every_step"``), or both (``"both"``). Everything the decoder knows about
+the source must fit in c: the bottleneck lesson 03 measures.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import torch
+from torch import nn
+from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
+
+from course_lib.data.vocab import BOS_ID, EOS_ID, PAD_ID
+
+CONTEXT_MODES = ("init", "every_step", "both")
+CELLS = ("gru", "lstm")
+
+
+class ScratchRNNCell(nn.Module):
+    """The Elman RNN cell written out: h' = tanh(W_ih x + b_ih + W_hh h + b_hh).
+
+    Parameter names and initialisation follow ``torch.nn.RNNCell``, so weights can be copied
+    between the two. Shapes: ``x`` (B, input_size), ``h`` (B, hidden_size) -> (B, hidden_size).
+    """
+
+    def __init__(self, input_size: int, hidden_size: int) -> None:
+        super().__init__()
+        self.input_size, self.hidden_size = input_size, hidden_size
+        self.weight_ih = nn.Parameter(torch.empty(hidden_size, input_size))
+        self.weight_hh = nn.Parameter(torch.empty(hidden_size, hidden_size))
+        self.bias_ih = nn.Parameter(torch.empty(hidden_size))
+        self.bias_hh = nn.Parameter(torch.empty(hidden_size))
+        bound = 1 / math.sqrt(hidden_size)
+        for parameter in self.parameters():
+            nn.init.uniform_(parameter, -bound, bound)
+
+    def forward(self, x: torch.Tensor, h: torch.Tensor | None = None) -> torch.Tensor:
+        if x.dim() != 2 or x.shape[1] != self.input_size:
+            raise ValueError(f"expected x of shape (B, {self.input_size}), got {tuple(x.shape)}")
+        if h is None:
+            h = x.new_zeros(x.shape[0], self.hidden_size)
+        if h.shape != (x.shape[0], self.hidden_size):
+            raise ValueError(f"expected h of shape ({x.shape[0]}, {self.hidden_size}), "
+                             f"got {tuple(h.shape)}")
+        return torch.tanh(x @ self.weight_ih.T + self.bias_ih + h @ self.weight_hh.T
+                          + self.bias_hh)
+
+
+@dataclass
+class Seq2SeqConfig:
+    src_vocab_size: int
+    tgt_vocab_size: int
+    embed_dim: int = 128
+    hidden_size: int = 256
+    cell: str = "gru"
+    bidirectional: bool = False
+    context: str = "both"
+    dropout: float = 0.0
+
+    def __post_init__(self) -> None:
+        if self.cell not in CELLS:
+            raise ValueError(f"cell must be one of {CELLS}, got {self.cell!r}")
+        if self.context not in CONTEXT_MODES:
+            raise ValueError(f"context must be one of {CONTEXT_MODES}, got {self.context!r}")
+        if min(self.src_vocab_size, self.tgt_vocab_size, self.embed_dim, self.hidden_size) < 1:
+            raise ValueError("vocabulary sizes, embed_dim and hidden_size must be positive")
+
+
+def _rnn(cell: str, input_size: int, hidden_size: int, bidirectional: bool = False) -> nn.RNNBase:
+    kind = nn.GRU if cell == "gru" else nn.LSTM
+    return kind(input_size, hidden_size, batch_first=True, bidirectional=bidirectional)
+
+
+class Encoder(nn.Module):
+    """Embeds the source and runs a GRU/LSTM over it (packed, so padding is never read).
+
+    Returns the outputs h_1..h_S (B, S, D·H) and the context c (B, H): the final state, or for a
+    bidirectional encoder tanh(W [h_fwd; h_bwd]).
+    """
+
+    def __init__(self, config: Seq2SeqConfig) -> None:
+        super().__init__()
+        self.config = config
+        self.embed = nn.Embedding(config.src_vocab_size, config.embed_dim, padding_idx=PAD_ID)
+        self.rnn = _rnn(config.cell, config.embed_dim, config.hidden_size, config.bidirectional)
+        self.dropout = nn.Dropout(config.dropout)
+        self.bridge = (nn.Linear(2 * config.hidden_size, config.hidden_size)
+                       if config.bidirectional else None)
+
+    def forward(self, src: torch.Tensor, src_lengths: torch.Tensor | None = None):
+        if src.dim() != 2:
+            raise ValueError(f"expected src of shape (B, S), got {tuple(src.shape)}")
+        embedded = self.dropout(self.embed(src))  # (B, S, E)
+        if src_lengths is None:
+            outputs, state = self.rnn(embedded)
+        else:
+            if src_lengths.shape != src.shape[:1]:
+                raise ValueError(f"src_lengths must have shape ({src.shape[0]},), got "
+                                 f"{tuple(src_lengths.shape)}")
+            packed = pack_padded_sequence(embedded, src_lengths.cpu(), batch_first=True,
+                                          enforce_sorted=False)
+            outputs, state = self.rnn(packed)
+            outputs, _ = pad_packed_sequence(outputs, batch_first=True,
+                                             total_length=src.shape[1])  # (B, S, D·H)
+        hidden = state[0] if isinstance(state, tuple) else state  # (D, B, H) for one layer
+        if self.bridge is not None:
+            both = torch.cat([hidden[0], hidden[1]], dim=-1)  # (B, 2H)
+            return outputs, torch.tanh(self.bridge(both))
+        return outputs, hidden[0]  # (B, H)
+
+
+class Decoder(nn.Module):
+    """Generates the target from the context c alone.
+
+    Step t: s_t = RNN([e(y_{t-1}); c], s_{t-1}) (c in the input for "every_step"/"both"),
+    s_0 = tanh(W_init c) for "init"/"both" (else zeros); logits_t = W_out s_t.
+    """
+
+    def __init__(self, config: Seq2SeqConfig) -> None:
+        super().__init__()
+        self.config = config
+        self.context_in_input = config.context in ("every_step", "both")
+        self.context_as_init = config.context in ("init", "both")
+        input_size = config.embed_dim + (config.hidden_size if self.context_in_input else 0)
+        self.embed = nn.Embedding(config.tgt_vocab_size, config.embed_dim, padding_idx=PAD_ID)
+        self.rnn = _rnn(config.cell, input_size, config.hidden_size)
+        self.init = nn.Linear(config.hidden_size, config.hidden_size)
+        self.dropout = nn.Dropout(config.dropout)
+        self.out = nn.Linear(config.hidden_size, config.tgt_vocab_size)
+
+    def initial_state(self, context: torch.Tensor):
+        h0 = torch.tanh(self.init(context)) if self.context_as_init else torch.zeros_like(context)
+        h0 = h0.unsqueeze(0)  # (1, B, H)
+        return (h0, torch.zeros_like(h0)) if self.config.cell == "lstm" else h0
+
+    def forward(self, tokens: torch.Tensor, context: torch.Tensor, state=None):
+        """Teacher-forced steps. Shapes: ``tokens`` (B, T), ``context`` (B, H) ->
+        logits (B, T, V) and the last state."""
+        if state is None:
+            state = self.initial_state(context)
+        inputs = self.dropout(self.embed(tokens))  # (B, T, E)
+        if self.context_in_input:
+            repeated = context.unsqueeze(1).expand(-1, tokens.shape[1], -1)  # (B, T, H)
+            inputs = torch.cat([inputs, repeated], dim=-1)  # (B, T, E + H)
+        outputs, state = self.rnn(inputs, state)  # (B, T, H)
+        return self.out(self.dropout(outputs)), state
+
+
+class Seq2Seq(nn.Module):
+    """Encoder + decoder without attention. ``forward`` is teacher forcing; ``greedy_decode``
+    generates. Shapes: ``src`` (B, S), ``src_lengths`` (B,), ``tgt_in`` (B, T) -> (B, T, V)."""
+
+    config_class = Seq2SeqConfig
+
+    def __init__(self, config: Seq2SeqConfig) -> None:
+        super().__init__()
+        self.config = config
+        self.encoder = Encoder(config)
+        self.decoder = Decoder(config)
+
+    def encode(self, src: torch.Tensor, src_lengths: torch.Tensor | None = None) -> torch.Tensor:
+        """The context vector c of every source sentence. Shape: (B, H)."""
+        return self.encoder(src, src_lengths)[1]
+
+    def forward(self, src, src_lengths, tgt_in):
+        logits, _ = self.decoder(tgt_in, self.encode(src, src_lengths))
+        return logits
+
+    @torch.no_grad()
+    def greedy_decode(self, src: torch.Tensor, src_lengths: torch.Tensor | None = None,
+                      max_len: int = 80) -> torch.Tensor:
+        """y_t = argmax p(y | y_<t, c), from BOS until every row has produced EOS (or
+        ``max_len``). Returns (B, T') ids; positions after a row's EOS hold PAD."""
+        context = self.encode(src, src_lengths)
+        state = self.decoder.initial_state(context)
+        batch = src.shape[0]
+        token = torch.full((batch, 1), BOS_ID, dtype=torch.long, device=src.device)
+        finished = torch.zeros(batch, dtype=torch.bool, device=src.device)
+        generated = []
+        for _ in range(max_len):
+            logits, state = self.decoder(token, context, state)  # (B, 1, V)
+            token = logits.argmax(dim=-1)  # (B, 1)
+            token = token.masked_fill(finished.unsqueeze(1), PAD_ID)
+            generated.append(token)
+            finished |= token.squeeze(1) == EOS_ID
+            if bool(finished.all()):
+                break
+        return torch.cat(generated, dim=1)
+
+
+def sequence_loss(logits: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
+    """Mean cross-entropy over real (non-PAD) target tokens. Shapes: (B, T, V), (B, T) -> ()."""
+    if logits.shape[:2] != targets.shape:
+        raise ValueError(f"logits {tuple(logits.shape)} and targets {tuple(targets.shape)} "
+                         f"disagree on (B, T)")
+    return nn.functional.cross_entropy(logits.reshape(-1, logits.shape[-1]),  # (B·T, V)
+                                       targets.reshape(-1), ignore_index=PAD_ID)  # (B·T,)
+
+
+def translation_loss(model: nn.Module, batch) -> torch.Tensor:
+    """``loss_fn`` for :func:`course_lib.train.loop.fit` on TranslationBatch batches.
+
+    Works for models that return logits and for attention models that return (logits, weights).
+    """
+    output = model(batch.src, batch.src_lengths, batch.tgt_in)
+    logits = output[0] if isinstance(output, tuple) else output
+    return sequence_loss(logits, batch.tgt_out)

@@ -1,0 +1,364 @@
+"""The encoder-decoder Transformer (Vaswani et al., 2017), lessons 10-11.
+
+Encoder block:  x <- x + SelfAttn(x);      x <- x + FFN(x)
+Decoder block:  y <- y + CausalSelfAttn(y); y <- y + CrossAttn(y, memory); y <- y + FFN(y)
+
+with ``FFN(x) = W_2 max(0, W_1 x + b_1) + b_2``, dropout on every sub-layer output, and
+LayerNorm placed after each residual sum (``norm_first=False``, the paper's post-norm:
+``x <- LN(x + f(x))``) or before each sub-layer (pre-norm: ``x <- x + f(LN(x))``, with a final
+LayerNorm on each stack). Token embeddings are multiplied by √D before positions are added, and
+the output projection shares the target embedding's weights (section 3.4).
+
+Decoding: greedy with a :class:`~course_lib.nn.self_attention.KVCache` per attention layer, so each
+new word costs one query against stored keys and values instead of recomputing the whole prefix;
+and beam search (:func:`course_lib.nn.decoding.beam_search`).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import NamedTuple
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from course_lib.data.vocab import BOS_ID, EOS_ID, PAD_ID
+from course_lib.nn.decoding import beam_search
+from course_lib.nn.positions import POSITIONS
+from course_lib.nn.self_attention import IMPLEMENTATIONS, KVCache, MultiHeadAttention
+
+
+@dataclass
+class TransformerConfig:
+    """Vocabulary sizes and the architecture; the defaults are the paper's base model. Vocabulary
+    sizes of 0 stand for "not known yet" (settings that nest this config before the data exist);
+    a model needs the real sizes."""
+
+    src_vocab_size: int
+    tgt_vocab_size: int
+    d_model: int = 512
+    num_heads: int = 8
+    num_encoder_layers: int = 6
+    num_decoder_layers: int = 6
+    d_ff: int = 2048
+    dropout: float = 0.1
+    norm_first: bool = False
+    positions: str = "sinusoidal"
+    max_len: int = 256
+    tie_output: bool = True
+    attention: str = "fused"
+
+    def __post_init__(self) -> None:
+        if self.positions not in POSITIONS:
+            raise ValueError(f"positions must be one of {sorted(POSITIONS)}, got "
+                             f"{self.positions!r}")
+        if self.attention not in IMPLEMENTATIONS:
+            raise ValueError(f"attention must be one of {IMPLEMENTATIONS}, got "
+                             f"{self.attention!r}")
+        if min(self.d_model, self.num_heads, self.d_ff, self.max_len) < 1 \
+                or min(self.src_vocab_size, self.tgt_vocab_size, self.num_encoder_layers,
+                       self.num_decoder_layers) < 0:
+            raise ValueError("sizes must be positive and layer counts non-negative")
+        if self.d_model % self.num_heads:
+            raise ValueError(f"d_model ({self.d_model}) must be a multiple of num_heads "
+                             f"({self.num_heads})")
+        if not 0.0 <= self.dropout < 1.0:
+            raise ValueError(f"dropout must be in [0, 1), got {self.dropout}")
+
+    @classmethod
+    def base(cls, src_vocab_size: int, tgt_vocab_size: int) -> TransformerConfig:
+        """Table 3's base model: N = 6, D = 512, d_ff = 2048, h = 8, dropout 0.1, post-norm."""
+        return cls(src_vocab_size, tgt_vocab_size)
+
+
+class FeedForward(nn.Module):
+    """``FFN(x) = W_2 max(0, W_1 x + b_1) + b_2`` at every position. Shapes: (B, T, D) -> same.
+
+    Layer names follow ``torch.nn.TransformerEncoderLayer`` (``linear1``, ``linear2``)."""
+
+    def __init__(self, d_model: int, d_ff: int, dropout: float) -> None:
+        super().__init__()
+        self.linear1 = nn.Linear(d_model, d_ff)
+        self.linear2 = nn.Linear(d_ff, d_model)
+        self.dropout = nn.Dropout(dropout)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.linear2(self.dropout(F.relu(self.linear1(x))))
+
+
+class ResidualSublayer(nn.Module):
+    """One sub-layer with its residual connection, dropout and LayerNorm:
+    post-norm ``LN(x + drop(f(x)))`` or pre-norm ``x + drop(f(LN(x)))``."""
+
+    def __init__(self, d_model: int, dropout: float, norm_first: bool) -> None:
+        super().__init__()
+        self.norm = nn.LayerNorm(d_model)
+        self.dropout = nn.Dropout(dropout)
+        self.norm_first = norm_first
+
+    def forward(self, x: torch.Tensor, sublayer) -> tuple[torch.Tensor, torch.Tensor | None]:
+        output, weights = sublayer(self.norm(x) if self.norm_first else x)
+        x = x + self.dropout(output)
+        return (x if self.norm_first else self.norm(x)), weights
+
+
+class EncoderBlock(nn.Module):
+    """Self-attention over the source, then the feed-forward network. Shapes: (B, S, D) ->
+    (B, S, D) and, with ``need_weights``, per-head weights (B, h, S, S)."""
+
+    def __init__(self, config: TransformerConfig) -> None:
+        super().__init__()
+        c = config
+        self.self_attn = MultiHeadAttention(c.d_model, c.num_heads, c.dropout,
+                                            implementation=c.attention)
+        self.ffn = FeedForward(c.d_model, c.d_ff, c.dropout)
+        self.attn_sublayer = ResidualSublayer(c.d_model, c.dropout, c.norm_first)
+        self.ffn_sublayer = ResidualSublayer(c.d_model, c.dropout, c.norm_first)
+
+    def forward(self, x: torch.Tensor, key_mask: torch.Tensor | None = None,
+                need_weights: bool = False) -> tuple[torch.Tensor, torch.Tensor | None]:
+        x, weights = self.attn_sublayer(x, lambda h: self.self_attn(
+            h, key_mask=key_mask, need_weights=need_weights))
+        x, _ = self.ffn_sublayer(x, lambda h: (self.ffn(h), None))
+        return x, weights
+
+
+class DecoderBlock(nn.Module):
+    """Causal self-attention, cross-attention over the encoder output, feed-forward.
+
+    Shapes: ``y`` (B, T, D), ``memory`` (B, S, D), ``memory_mask`` (B, S) -> (B, T, D) and,
+    with ``need_weights``, per-head self- and cross-attention weights (B, h, T, T'), (B, h, T, S).
+    ``caches`` (self, cross) hold earlier steps' keys and values when decoding step by step.
+    """
+
+    def __init__(self, config: TransformerConfig) -> None:
+        super().__init__()
+        c = config
+        self.self_attn = MultiHeadAttention(c.d_model, c.num_heads, c.dropout,
+                                            implementation=c.attention)
+        self.cross_attn = MultiHeadAttention(c.d_model, c.num_heads, c.dropout,
+                                             implementation=c.attention)
+        self.ffn = FeedForward(c.d_model, c.d_ff, c.dropout)
+        self.self_sublayer = ResidualSublayer(c.d_model, c.dropout, c.norm_first)
+        self.cross_sublayer = ResidualSublayer(c.d_model, c.dropout, c.norm_first)
+        self.ffn_sublayer = ResidualSublayer(c.d_model, c.dropout, c.norm_first)
+
+    def forward(self, y: torch.Tensor, memory: torch.Tensor,
+                memory_mask: torch.Tensor | None = None, need_weights: bool = False,
+                caches: tuple[KVCache, KVCache] | None = None):
+        self_cache, cross_cache = caches if caches is not None else (None, None)
+        y, self_weights = self.self_sublayer(y, lambda h: self.self_attn(
+            h, causal=True, need_weights=need_weights, cache=self_cache))
+        y, cross_weights = self.cross_sublayer(y, lambda h: self.cross_attn(
+            h, memory, key_mask=memory_mask, need_weights=need_weights, cache=cross_cache))
+        y, _ = self.ffn_sublayer(y, lambda h: (self.ffn(h), None))
+        return y, self_weights, cross_weights
+
+
+class Memory(NamedTuple):
+    """The encoder's output. Shapes: ``states`` (B, S, D), ``mask`` (B, S), True = real token."""
+
+    states: torch.Tensor
+    mask: torch.Tensor
+
+
+@dataclass
+class DecoderCache:
+    """A (self, cross) :class:`KVCache` pair per decoder layer and the number of words
+    decoded so far (the next word's position)."""
+
+    layers: list[tuple[KVCache, KVCache]]
+    length: int = 0
+
+    def reorder(self, rows: torch.Tensor) -> DecoderCache:
+        for self_cache, cross_cache in self.layers:
+            self_cache.reorder(rows)
+            cross_cache.reorder(rows)
+        return self
+
+
+@dataclass
+class AttentionMaps:
+    """Per-layer, per-head weights of one teacher-forced pass; each list has one tensor per
+    layer. Shapes: encoder (B, h, S, S), decoder self (B, h, T, T), cross (B, h, T, S)."""
+
+    encoder: list[torch.Tensor] = field(default_factory=list)
+    decoder: list[torch.Tensor] = field(default_factory=list)
+    cross: list[torch.Tensor] = field(default_factory=list)
+
+
+class Transformer(nn.Module):
+    """Encoder-decoder Transformer. ``forward`` is teacher forcing; ``greedy_decode`` and
+    ``beam_search`` generate. Shapes: ``src`` (B, S), ``src_lengths`` (B,) or None (then PAD
+    ids mark padding), ``tgt_in`` (B, T) -> logits (B, T, V)."""
+
+    config_class = TransformerConfig
+
+    def __init__(self, config: TransformerConfig) -> None:
+        super().__init__()
+        if min(config.src_vocab_size, config.tgt_vocab_size) < 1:
+            raise ValueError("TransformerConfig's vocabulary sizes are 0 (not known yet): set "
+                             "them to the vocabularies' sizes before building the model")
+        c = self.config = config
+        self.src_embed = nn.Embedding(c.src_vocab_size, c.d_model, padding_idx=PAD_ID)
+        self.tgt_embed = nn.Embedding(c.tgt_vocab_size, c.d_model, padding_idx=PAD_ID)
+        for embedding in (self.src_embed, self.tgt_embed):
+            nn.init.normal_(embedding.weight, std=c.d_model ** -0.5)
+            embedding.weight.data[PAD_ID].zero_()
+        self.src_positions = POSITIONS[c.positions](c.d_model, c.max_len)
+        self.tgt_positions = POSITIONS[c.positions](c.d_model, c.max_len)
+        self.dropout = nn.Dropout(c.dropout)
+        self.encoder_layers = nn.ModuleList(EncoderBlock(c) for _ in range(c.num_encoder_layers))
+        self.decoder_layers = nn.ModuleList(DecoderBlock(c) for _ in range(c.num_decoder_layers))
+        self.encoder_norm = nn.LayerNorm(c.d_model) if c.norm_first else nn.Identity()
+        self.decoder_norm = nn.LayerNorm(c.d_model) if c.norm_first else nn.Identity()
+        self.out = nn.Linear(c.d_model, c.tgt_vocab_size)
+        if c.tie_output:
+            self.out.weight = self.tgt_embed.weight
+
+    def _embed(self, tokens: torch.Tensor, embedding: nn.Embedding, positions: nn.Module,
+               offset: int = 0) -> torch.Tensor:
+        scaled = embedding(tokens) * math.sqrt(self.config.d_model)  # (B, T, D)
+        return self.dropout(positions(scaled, offset))
+
+    def embed_source(self, src: torch.Tensor) -> torch.Tensor:
+        """The encoder's input, ``√D · E[src] + PE``. Shapes: (B, S) -> (B, S, D)."""
+        return self._embed(src, self.src_embed, self.src_positions)
+
+    def embed_target(self, tgt: torch.Tensor, offset: int = 0) -> torch.Tensor:
+        """The decoder's input for target positions ``offset`` onwards. (B, T) -> (B, T, D)."""
+        return self._embed(tgt, self.tgt_embed, self.tgt_positions, offset)
+
+    def encode(self, src: torch.Tensor, src_lengths: torch.Tensor | None = None,
+               maps: AttentionMaps | None = None) -> Memory:
+        """Run the encoder stack. Shapes: ``src`` (B, S) -> Memory((B, S, D), (B, S))."""
+        if src.dim() != 2 or src.dtype != torch.long:
+            raise ValueError(f"expected src of shape (B, S) and dtype long, got "
+                             f"{tuple(src.shape)} {src.dtype}")
+        if src_lengths is None:
+            mask = src != PAD_ID  # (B, S)
+        else:
+            if src_lengths.shape != src.shape[:1]:
+                raise ValueError(f"src_lengths must have shape ({src.shape[0]},), got "
+                                 f"{tuple(src_lengths.shape)}")
+            positions = torch.arange(src.shape[1], device=src.device)  # (S,)
+            mask = positions.unsqueeze(0) < src_lengths.to(src.device).unsqueeze(1)  # (B, S)
+        x = self.embed_source(src)
+        for layer in self.encoder_layers:
+            x, weights = layer(x, mask, need_weights=maps is not None)
+            if maps is not None:
+                maps.encoder.append(weights)
+        return Memory(self.encoder_norm(x), mask)
+
+    def decode(self, tgt_in: torch.Tensor, memory: Memory, cache: DecoderCache | None = None,
+               maps: AttentionMaps | None = None) -> torch.Tensor:
+        """Logits for every target position. With ``cache``, ``tgt_in`` holds only the new
+        words, placed after the ``cache.length`` words already decoded. Shapes: ``tgt_in``
+        (B, T) -> (B, T, V)."""
+        if tgt_in.dim() != 2 or tgt_in.shape[0] != memory.states.shape[0]:
+            raise ValueError(f"expected tgt_in of shape (B, T) with B = "
+                             f"{memory.states.shape[0]}, got {tuple(tgt_in.shape)}")
+        offset = 0 if cache is None else cache.length
+        y = self.embed_target(tgt_in, offset)
+        for index, layer in enumerate(self.decoder_layers):
+            caches = None if cache is None else cache.layers[index]
+            y, self_weights, cross_weights = layer(y, memory.states, memory.mask,
+                                                   need_weights=maps is not None, caches=caches)
+            if maps is not None:
+                maps.decoder.append(self_weights)
+                maps.cross.append(cross_weights)
+        if cache is not None:
+            cache.length += tgt_in.shape[1]
+        return self.out(self.decoder_norm(y))
+
+    def new_cache(self) -> DecoderCache:
+        return DecoderCache([(KVCache(), KVCache(static=True)) for _ in self.decoder_layers])
+
+    def forward(self, src: torch.Tensor, src_lengths: torch.Tensor | None,
+                tgt_in: torch.Tensor) -> torch.Tensor:
+        return self.decode(tgt_in, self.encode(src, src_lengths))
+
+    @torch.no_grad()
+    def attention_maps(self, src: torch.Tensor, src_lengths: torch.Tensor | None,
+                       tgt_in: torch.Tensor) -> AttentionMaps:
+        """Every layer's per-head weights while reading ``tgt_in`` (teacher forcing)."""
+        maps = AttentionMaps()
+        self.decode(tgt_in, self.encode(src, src_lengths, maps), maps=maps)
+        return maps
+
+    @torch.no_grad()
+    def greedy_decode(self, src: torch.Tensor, src_lengths: torch.Tensor | None = None,
+                      max_len: int = 100, use_cache: bool = True) -> torch.Tensor:
+        """y_t = argmax p(y | y_<t, x) from BOS until every row has produced EOS (or
+        ``max_len``). ``use_cache=False`` recomputes the whole prefix at every step (same
+        output, slower). Returns (B, T') ids; positions after a row's EOS hold PAD."""
+        if max_len < 1:
+            raise ValueError(f"max_len must be at least 1, got {max_len}")
+        memory = self.encode(src, src_lengths)
+        batch = src.shape[0]
+        cache = self.new_cache() if use_cache else None
+        prefix = torch.full((batch, 1), BOS_ID, dtype=torch.long, device=src.device)
+        finished = torch.zeros(batch, dtype=torch.bool, device=src.device)
+        for _ in range(max_len):
+            new_words = prefix[:, -1:] if use_cache else prefix  # (B, 1) or (B, t)
+            logits = self.decode(new_words, memory, cache)[:, -1]  # (B, V)
+            token = logits.argmax(dim=-1).masked_fill(finished, PAD_ID)  # (B,)
+            prefix = torch.cat([prefix, token.unsqueeze(1)], dim=1)  # (B, t + 1)
+            finished |= token == EOS_ID
+            if bool(finished.all()):
+                break
+        return prefix[:, 1:]
+
+    @torch.no_grad()
+    def beam_search(self, src: torch.Tensor, src_lengths: torch.Tensor | None = None,
+                    beam_size: int = 4, max_len: int = 100, alpha: float = 0.0) -> torch.Tensor:
+        """The best of ``beam_size`` hypotheses per sentence, decoded with the KV cache and
+        ranked by ``log p(Y) / lp(Y)`` (:func:`course_lib.nn.decoding.length_normalised`).
+        Returns (B, T') ids with PAD after EOS, as :meth:`greedy_decode`."""
+        memory = self.encode(src, src_lengths)
+        memory = Memory(memory.states.repeat_interleave(beam_size, dim=0),  # (B·K, S, D)
+                        memory.mask.repeat_interleave(beam_size, dim=0))  # (B·K, S)
+
+        def step(previous, cache):
+            logits = self.decode(previous.unsqueeze(1), memory, cache)[:, -1]  # (B·K, V)
+            return torch.log_softmax(logits.float(), dim=-1), cache, None
+
+        result = beam_search(step, self.new_cache(), DecoderCache.reorder, src.shape[0],
+                             beam_size, max_len, src.device, alpha)
+        return result.tokens
+
+
+def label_smoothed_loss(logits: torch.Tensor, targets: torch.Tensor,
+                        smoothing: float = 0.1) -> torch.Tensor:
+    """Cross-entropy against the smoothed target q = (1 - ε) one_hot(y) + ε / V
+    (Szegedy et al., 2016; ε = 0.1 in the Transformer paper), written out:
+
+        loss_t = (1 - ε)(-log p(y_t)) + ε · mean_v(-log p(v)),
+
+    averaged over the non-PAD targets. Equal to ``F.cross_entropy(..., label_smoothing=ε,
+    ignore_index=PAD_ID)``. Shapes: (B, T, V), (B, T) -> ()."""
+    if logits.shape[:2] != targets.shape or logits.dim() != 3:
+        raise ValueError(f"expected logits (B, T, V) and targets (B, T), got "
+                         f"{tuple(logits.shape)} and {tuple(targets.shape)}")
+    if not 0.0 <= smoothing < 1.0:
+        raise ValueError(f"smoothing must be in [0, 1), got {smoothing}")
+    log_probs = torch.log_softmax(logits.float(), dim=-1)  # (B, T, V)
+    real = targets != PAD_ID  # (B, T)
+    if not bool(real.any()):
+        raise ValueError("every target is PAD: the loss is undefined")
+    nll = -log_probs.gather(-1, targets.unsqueeze(-1)).squeeze(-1)  # (B, T)
+    uniform = -log_probs.mean(dim=-1)  # (B, T)
+    per_token = (1.0 - smoothing) * nll + smoothing * uniform
+    return per_token[real].mean()
+
+
+def transformer_loss(smoothing: float = 0.1):
+    """``loss_fn`` for :func:`course_lib.train.loop.fit` on TranslationBatch batches."""
+
+    def loss_fn(model: Transformer, batch) -> torch.Tensor:
+        return label_smoothed_loss(model(batch.src, batch.src_lengths, batch.tgt_in),
+                                   batch.tgt_out, smoothing)
+
+    return loss_fn

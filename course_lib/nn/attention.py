@@ -1,0 +1,256 @@
+"""Attention building blocks: score functions, the masked softmax, context vectors, local windows.
+
+Attention at one decoder step compares a query ``s`` (the decoder state) with every key ``h_j``
+(the encoder's annotations), turns the scores into weights and returns their weighted average:
+
+    e_j = score(s, h_j),    a = softmax(e) over the allowed positions,    c = Σ_j a_j h_j.
+
+Score functions (Bahdanau et al., 2015; Luong et al., 2015):
+
+- additive   e_j = vᵀ tanh(W s + U h_j + b)
+- dot        e_j = sᵀ h_j          (optionally divided by √D_q: ``scaled=True``)
+- general    e_j = sᵀ W h_j        (likewise)
+- concat     e_j = vᵀ tanh(W_a [s; h_j])  (the additive score with W_a = [W U]; Luong's form)
+
+Every score module splits its work in two: ``prepare(keys)`` does the key-side part once per
+source sentence, ``forward(query, prepared)`` the query-side part at every decoder step. Queries
+may be one step (B, D_q) or all steps at once (B, T, D_q).
+
+Masks are boolean with True = "may attend" (the convention of
+``torch.nn.functional.scaled_dot_product_attention``).
+"""
+
+from __future__ import annotations
+
+import torch
+from torch import nn
+
+from course_lib.nn.checks import shape_of
+
+
+def masked_softmax(scores: torch.Tensor, mask: torch.Tensor | None = None,
+                   dim: int = -1) -> torch.Tensor:
+    """``a_i = exp(e_i) / Σ_{j: m_j} exp(e_j)`` for items with ``m_i`` True, ``a_i = 0`` otherwise.
+
+    Masked scores are filled with ``torch.finfo(dtype).min`` (finite, so fp16/bf16 never
+    overflow to NaN), and the weights of masked items are then set to exactly zero. A fully
+    masked row therefore gives all-zero weights instead of NaN.
+
+    Shapes: ``scores`` (..., N) and ``mask`` broadcastable to it -> weights of ``scores``' shape.
+    """
+    if mask is None:
+        return torch.softmax(scores, dim=dim)
+    if mask.dtype != torch.bool:
+        raise TypeError(f"mask must be a torch.bool tensor (True = may attend), got {mask.dtype}")
+    try:
+        torch.broadcast_shapes(mask.shape, scores.shape)
+    except RuntimeError:
+        raise ValueError(f"mask of shape {shape_of(mask)} does not broadcast to scores of shape "
+                         f"{shape_of(scores)}") from None
+    filled = scores.masked_fill(~mask, torch.finfo(scores.dtype).min)
+    return torch.softmax(filled, dim=dim).masked_fill(~mask, 0.0)
+
+
+def attention_context(weights: torch.Tensor, values: torch.Tensor) -> torch.Tensor:
+    """The context vector, a weighted average of the values: ``c = Σ_j a_j v_j``.
+
+    Shapes: ``weights`` (B, S) or (B, T, S), ``values`` (B, S, D) -> (B, D) or (B, T, D).
+    """
+    if values.dim() != 3 or weights.dim() not in (2, 3) or weights.shape[0] != values.shape[0] \
+            or weights.shape[-1] != values.shape[1]:
+        raise ValueError(f"expected weights (B, S) or (B, T, S) and values (B, S, D) with the same "
+                         f"B and S, got {shape_of(weights)} and {shape_of(values)}")
+    if weights.dim() == 2:
+        return (weights.unsqueeze(1) @ values).squeeze(1)  # (B, 1, S) @ (B, S, D) -> (B, D)
+    return weights @ values  # (B, T, S) @ (B, S, D) -> (B, T, D)
+
+
+def _check_query(query: torch.Tensor, prepared: torch.Tensor, query_size: int) -> None:
+    if query.dim() not in (2, 3) or query.shape[-1] != query_size \
+            or query.shape[0] != prepared.shape[0]:
+        raise ValueError(f"expected query (B, D_q) or (B, T, D_q) with B = {prepared.shape[0]} "
+                         f"and D_q = {query_size}, got {shape_of(query)}")
+
+
+def _check_keys(keys: torch.Tensor, key_size: int) -> None:
+    if keys.dim() != 3 or keys.shape[-1] != key_size:
+        raise ValueError(f"expected keys (B, S, {key_size}), got {shape_of(keys)}")
+
+
+class AttentionScore(nn.Module):
+    """Base class: ``score(query, keys)`` = ``forward(query, prepare(keys))``.
+
+    Shapes: ``query`` (B, D_q) or (B, T, D_q), ``keys`` (B, S, D_k) -> scores (B, S) or (B, T, S).
+    """
+
+    query_size: int
+    key_size: int
+
+    def prepare(self, keys: torch.Tensor) -> torch.Tensor:
+        _check_keys(keys, self.key_size)
+        return keys
+
+    def score(self, query: torch.Tensor, keys: torch.Tensor) -> torch.Tensor:
+        return self(query, self.prepare(keys))
+
+    @staticmethod
+    def _dot(query: torch.Tensor, prepared: torch.Tensor) -> torch.Tensor:
+        if query.dim() == 2:
+            return (prepared @ query.unsqueeze(-1)).squeeze(-1)  # (B, S, D) @ (B, D, 1) -> (B, S)
+        return query @ prepared.transpose(1, 2)  # (B, T, D) @ (B, D, S) -> (B, T, S)
+
+
+class DotScore(AttentionScore):
+    """Luong's dot score ``e_j = sᵀ h_j``; no parameters, so D_q must equal D_k.
+
+    With ``scaled=True``, ``e_j = sᵀ h_j / √D_q`` (Vaswani et al., 2017): a sum of D_q products
+    of unit-variance numbers has variance D_q, and the factor brings it back to one, so the
+    softmax does not start out saturated.
+    """
+
+    def __init__(self, query_size: int, key_size: int | None = None,
+                 scaled: bool = False) -> None:
+        super().__init__()
+        key_size = query_size if key_size is None else key_size
+        if key_size != query_size:
+            raise ValueError(f"the dot score needs equal query and key sizes, got {query_size} "
+                             f"and {key_size}")
+        self.query_size = self.key_size = query_size
+        self.scaled = scaled
+
+    def forward(self, query: torch.Tensor, prepared: torch.Tensor) -> torch.Tensor:
+        _check_query(query, prepared, self.query_size)
+        scores = self._dot(query, prepared)
+        return scores / self.query_size ** 0.5 if self.scaled else scores
+
+
+class GeneralScore(DotScore):
+    """Luong's general (bilinear) score ``e_j = sᵀ W h_j``; ``prepare`` computes ``W h_j`` once.
+
+    With ``scaled=True``, ``e_j = sᵀ W h_j / √D_q`` (see :class:`DotScore`).
+    Shapes: ``W`` (D_q, D_k).
+    """
+
+    def __init__(self, query_size: int, key_size: int, scaled: bool = False) -> None:
+        AttentionScore.__init__(self)
+        self.query_size, self.key_size = query_size, key_size
+        self.scaled = scaled
+        self.W = nn.Linear(key_size, query_size, bias=False)
+
+    def prepare(self, keys: torch.Tensor) -> torch.Tensor:
+        _check_keys(keys, self.key_size)
+        return self.W(keys)  # (B, S, D_q)
+
+
+class AdditiveScore(AttentionScore):
+    """Bahdanau's additive score ``e_j = vᵀ tanh(W s + U h_j + b)``; ``prepare`` computes
+    ``U h_j + b`` (``b`` is the bias of the ``U`` layer).
+
+    Shapes: ``W`` (A, D_q), ``U`` (A, D_k), ``v`` (A,), with A = ``attention_size``.
+    """
+
+    def __init__(self, query_size: int, key_size: int, attention_size: int | None = None) -> None:
+        super().__init__()
+        self.query_size, self.key_size = query_size, key_size
+        attention_size = attention_size or query_size
+        self.W = nn.Linear(query_size, attention_size, bias=False)
+        self.U = nn.Linear(key_size, attention_size, bias=True)
+        self.v = nn.Linear(attention_size, 1, bias=False)
+
+    def prepare(self, keys: torch.Tensor) -> torch.Tensor:
+        _check_keys(keys, self.key_size)
+        return self.U(keys)  # (B, S, A)
+
+    def _query_part(self, query: torch.Tensor) -> torch.Tensor:
+        return self.W(query)
+
+    def forward(self, query: torch.Tensor, prepared: torch.Tensor) -> torch.Tensor:
+        _check_query(query, prepared, self.query_size)
+        projected = self._query_part(query)  # (B, A) or (B, T, A)
+        if query.dim() == 2:
+            hidden = torch.tanh(projected.unsqueeze(1) + prepared)  # (B, 1, A) + (B, S, A)
+        else:
+            hidden = torch.tanh(projected.unsqueeze(2) + prepared.unsqueeze(1))  # (B, T, S, A)
+        return self.v(hidden).squeeze(-1)  # (B, S) or (B, T, S)
+
+
+class ConcatScore(AdditiveScore):
+    """Luong's concat score ``e_j = vᵀ tanh(W_a [s; h_j])``.
+
+    One matrix over the concatenation is the additive score in disguise: with
+    ``W_a = [W U]`` (columns split at D_q), ``W_a [s; h] = W s + U h``. The module keeps the one
+    matrix ``W_a`` (A, D_q + D_k) and splits it, so the query part still runs once per step.
+    """
+
+    def __init__(self, query_size: int, key_size: int, attention_size: int | None = None) -> None:
+        nn.Module.__init__(self)
+        self.query_size, self.key_size = query_size, key_size
+        attention_size = attention_size or query_size
+        self.W_a = nn.Linear(query_size + key_size, attention_size, bias=True)
+        self.v = nn.Linear(attention_size, 1, bias=False)
+
+    def prepare(self, keys: torch.Tensor) -> torch.Tensor:
+        _check_keys(keys, self.key_size)
+        key_columns = self.W_a.weight[:, self.query_size:]  # (A, D_k)
+        return keys @ key_columns.T + self.W_a.bias  # (B, S, A)
+
+    def _query_part(self, query: torch.Tensor) -> torch.Tensor:
+        return query @ self.W_a.weight[:, :self.query_size].T  # (B, A) or (B, T, A)
+
+
+SCORES = {"additive": AdditiveScore, "dot": DotScore, "general": GeneralScore,
+          "concat": ConcatScore}
+
+
+SCALABLE_SCORES = ("dot", "general")
+
+
+def make_score(name: str, query_size: int, key_size: int, scaled: bool = False
+               ) -> AttentionScore:
+    """A score module by name; ``scaled`` (divide by √D_q) exists for the dot and general scores."""
+    if name not in SCORES:
+        raise ValueError(f"score must be one of {sorted(SCORES)}, got {name!r}")
+    if scaled and name not in SCALABLE_SCORES:
+        raise ValueError(f"only the {' and '.join(SCALABLE_SCORES)} scores can be scaled, "
+                         f"got score={name!r} with scaled=True")
+    if name in SCALABLE_SCORES:
+        return SCORES[name](query_size, key_size, scaled=scaled)
+    return SCORES[name](query_size, key_size)
+
+
+def padding_mask(lengths: torch.Tensor, max_len: int) -> torch.Tensor:
+    """True at the first ``lengths[b]`` positions of every row. Shapes: (B,) -> (B, max_len)."""
+    if lengths.dim() != 1:
+        raise ValueError(f"expected lengths of shape (B,), got {shape_of(lengths)}")
+    positions = torch.arange(max_len, device=lengths.device)  # (S,)
+    return positions.unsqueeze(0) < lengths.unsqueeze(1)  # (B, S)
+
+
+def local_attention(scores: torch.Tensor, center: torch.Tensor, half_width: int,
+                    mask: torch.Tensor | None = None, gaussian: bool = False
+                    ) -> torch.Tensor:
+    """Luong's local attention: weights only inside the window ``[p − D, p + D]``.
+
+    ``a_j = softmax_{j ∈ window}(e_j)``, zero outside the window (and at padding). With
+    ``gaussian=True`` (local-p) the weights are further multiplied by
+    ``exp(−(j − p)² / (2σ²))``, σ = D / 2 (Luong et al., 2015, eq. 10); they then sum to at most
+    one, and ``p`` (a real number) receives a gradient through the Gaussian.
+
+    Shapes: ``scores`` (B, S), ``center`` p (B,), ``mask`` (B, S) bool -> weights (B, S).
+    """
+    if scores.dim() != 2 or center.shape != scores.shape[:1]:
+        raise ValueError(f"expected scores (B, S) and center (B,), got {shape_of(scores)} and "
+                         f"{shape_of(center)}")
+    if half_width < 0:
+        raise ValueError(f"half_width D must be >= 0, got {half_width}")
+    positions = torch.arange(scores.shape[1], device=scores.device, dtype=scores.dtype)  # (S,)
+    distance = positions.unsqueeze(0) - center.unsqueeze(1).to(scores.dtype)  # (B, S)
+    window = distance.abs() <= half_width  # (B, S)
+    if mask is not None:
+        window = window & mask
+    weights = masked_softmax(scores, window)
+    if gaussian:
+        sigma = max(half_width, 1) / 2
+        weights = weights * torch.exp(-distance.pow(2) / (2 * sigma**2))
+    return weights
+

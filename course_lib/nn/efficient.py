@@ -1,0 +1,112 @@
+"""Attention that costs less than T × S: sliding windows and blockwise (online-softmax) attention.
+
+- :func:`window_mask` and :func:`reach`: sliding-window attention (Beltagy et al., 2020; Jiang
+  et al., 2023), the descendant of Luong et al.'s (2015) local attention, and how far
+  information travels through a stack of windowed layers;
+- :func:`blockwise_attention`: the online softmax at the heart of FlashAttention (Dao et al.,
+  2022), in plain PyTorch: exact attention that never holds more than T × block scores.
+
+Masks are boolean with True = "may attend"; everything follows the device of its inputs.
+"""
+
+from __future__ import annotations
+
+import math
+import operator
+
+import torch
+
+
+def window_mask(queries: int, keys: int | None = None, half_width: int = 0, causal: bool = False,
+                device: torch.device | str | None = None) -> torch.Tensor:
+    """True where query i may see key j: ``|i' − j| <= half_width`` with ``i' = i + (S − T)``.
+
+    The alignment is :func:`~course_lib.nn.self_attention.causal_mask`'s: the last query sits at
+    the last key's position (with a cache of S − T earlier tokens, query i is token i'). This is
+    Luong et al.'s (2015) local window ``[p_t − D, p_t + D]`` with ``p_t = i'`` for every query
+    at once. ``causal=True`` also hides the future (``j <= i'``): each token then sees itself
+    and the ``half_width`` tokens before it, the sliding window of Mistral 7B with
+    W = half_width (positions i − W to i; Jiang et al., 2023). Shape: (T, S).
+    """
+    keys = queries if keys is None else keys
+    try:
+        queries, keys, half_width = (operator.index(n) for n in (queries, keys, half_width))
+    except TypeError:
+        raise TypeError(f"queries, keys and half_width must be integers, got {queries!r}, "
+                        f"{keys!r} and {half_width!r}") from None
+    if queries < 1 or keys < queries:
+        raise ValueError(f"a window mask needs 1 <= queries <= keys, got T = {queries} and "
+                         f"S = {keys}")
+    if half_width < 0:
+        raise ValueError(f"half_width must be >= 0, got {half_width}")
+    rows = torch.arange(queries, device=device).unsqueeze(1) + (keys - queries)  # (T, 1): i'
+    cols = torch.arange(keys, device=device).unsqueeze(0)  # (1, S): j
+    offset = rows - cols  # (T, S): how far key j lies behind query i
+    mask = offset.abs() <= half_width
+    return mask & (offset >= 0) if causal else mask  # (T, S)
+
+
+def reach(mask: torch.Tensor, layers: int) -> torch.Tensor:
+    """Which inputs can influence which outputs after ``layers`` attention layers with ``mask``.
+
+    Position i of layer l reads the positions its mask allows at layer l − 1, and itself (the
+    residual connection), so ``R_1 = M ∨ I`` and ``R_{l+1} = R_l · R_1`` (boolean product).
+    With a causal window of half-width w, the last output reaches ``layers · w`` tokens back:
+    the receptive field grows linearly with depth (Beltagy et al., 2020, section 3.1).
+
+    Shapes: ``mask`` (T, T) bool (self-attention) -> (T, T) bool, True = input j reaches
+    output i.
+    """
+    if mask.dtype != torch.bool or mask.dim() != 2 or mask.shape[0] != mask.shape[1]:
+        raise ValueError(f"expected a square (T, T) bool mask, got {tuple(mask.shape)} "
+                         f"{mask.dtype}")
+    if not isinstance(layers, int) or layers < 1:
+        raise ValueError(f"layers must be an int >= 1, got {layers!r}")
+    eye = torch.eye(mask.shape[0], dtype=torch.bool, device=mask.device)  # (T, T)
+    step = (mask | eye).float()  # (T, T): one layer, residual included
+    reached = step
+    for _ in range(layers - 1):
+        reached = (reached @ step).clamp_max(1.0)  # (T, T) @ (T, T): one more layer
+    return reached > 0
+
+
+def blockwise_attention(query: torch.Tensor, key: torch.Tensor, value: torch.Tensor,
+                        block_size: int = 64) -> torch.Tensor:
+    """``softmax(Q Kᵀ / √d_k) V`` computed one block of keys at a time, with a running maximum
+    ``m``, a running sum ``ℓ`` and a running output ``o`` per query (the online softmax of
+    Milakov & Gimelshein, 2018, as FlashAttention uses it; Dao et al., 2022). For each block B:
+
+        s = q K_Bᵀ / √d_k,  m' = max(m, max_j s_j),  ℓ' = e^{m − m'} ℓ + Σ_j e^{s_j − m'},
+        o' = e^{m − m'} o + Σ_j e^{s_j − m'} v_j,      and at the end  output = o / ℓ.
+
+    Exact (up to rounding), and never more than (..., T, block_size) scores alive at once.
+    No mask. A teaching version: a fused kernel does this per tile in on-chip memory, over
+    blocks of queries too, in one kernel launch.
+
+    Shapes: ``query`` (..., T, d_k), ``key`` (..., S, d_k), ``value`` (..., S, d_v) ->
+    (..., T, d_v).
+    """
+    if query.dim() < 2 or key.shape[:-2] != query.shape[:-2] or key.shape[-1] != query.shape[-1] \
+            or value.shape[:-1] != key.shape[:-1]:
+        raise ValueError(f"expected query (..., T, d_k), key (..., S, d_k) and value "
+                         f"(..., S, d_v), got {tuple(query.shape)}, {tuple(key.shape)} and "
+                         f"{tuple(value.shape)}")
+    if block_size < 1:
+        raise ValueError(f"block_size must be >= 1, got {block_size}")
+    scale = 1.0 / math.sqrt(query.shape[-1])
+    running_max = torch.full((*query.shape[:-1], 1), float("-inf"), dtype=query.dtype,
+                             device=query.device)  # (..., T, 1)
+    running_sum = torch.zeros_like(running_max)  # (..., T, 1)
+    output = torch.zeros(*query.shape[:-1], value.shape[-1], dtype=query.dtype,
+                         device=query.device)  # (..., T, d_v)
+    for start in range(0, key.shape[-2], block_size):
+        k_block = key[..., start:start + block_size, :]  # (..., b, d_k)
+        v_block = value[..., start:start + block_size, :]  # (..., b, d_v)
+        scores = query @ k_block.transpose(-2, -1) * scale  # (..., T, b)
+        new_max = torch.maximum(running_max, scores.amax(dim=-1, keepdim=True))  # (..., T, 1)
+        weights = torch.exp(scores - new_max)  # (..., T, b), unnormalised
+        correction = torch.exp(running_max - new_max)  # (..., T, 1): rescales the old sums
+        running_sum = correction * running_sum + weights.sum(dim=-1, keepdim=True)
+        output = correction * output + weights @ v_block  # (..., T, d_v)
+        running_max = new_max
+    return output / running_sum

@@ -1,0 +1,103 @@
+"""Sampling one item of a categorical distribution with Gumbel noise.
+
+- :func:`gumbel_noise`: ``g = −log(−log u)``, ``u ~ Uniform(0, 1)``;
+- :func:`gumbel_max_sample`: ``i = argmax_i (log a_i + g_i)`` is a draw from ``a`` (Gumbel-max);
+- :func:`sample_item`: the draw and ``log a_i``, for REINFORCE;
+- :func:`straight_through_gumbel`: the one-hot draw forward, the gradient of
+  ``softmax((e + g)/τ)`` backward (Jang et al., 2017; Maddison et al., 2017).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+
+import torch
+
+from course_lib.nn.checks import check_mask, shape_of
+
+
+def gumbel_noise(shape: Sequence[int], *, generator: torch.Generator | None = None,
+                 dtype: torch.dtype = torch.float32,
+                 device: torch.device | str | None = None) -> torch.Tensor:
+    """Standard Gumbel noise, ``g = −log(−log u)``, ``u ~ Uniform(0, 1)``.
+
+    The uniform draw is made on the generator's device (CPU for :func:`make_generator`), in
+    float64 there when that device is the CPU (a float16 or float32 ``u`` is too coarse in the
+    tails), then cast to ``dtype`` and moved to ``device`` (default: the generator's device).
+
+    Shapes: returns ``shape``.
+    """
+    source = torch.device(generator.device if generator is not None else device or "cpu")
+    draw = torch.float64 if source.type == "cpu" else torch.float32
+    uniform = torch.rand(tuple(shape), generator=generator, dtype=draw, device=source)
+    uniform = uniform.clamp(min=torch.finfo(draw).tiny)  # u = 0 would give g = −inf
+    noise = -torch.log(-torch.log(uniform))
+    return noise.to(dtype=dtype, device=device if device is not None else source)
+
+
+def gumbel_max_sample(logits: torch.Tensor, *, mask: torch.Tensor | None = None,
+                      generator: torch.Generator | None = None) -> torch.Tensor:
+    """One sample per row from ``softmax(logits)`` by the Gumbel-max trick:
+    ``i = argmax_i (logits_i + g_i)``, ``g_i ~ Gumbel(0, 1)``.
+
+    Since ``log a_i = logits_i − log Σ_j exp(logits_j)`` differs from ``logits_i`` by a constant
+    per row, this is ``argmax_i (log a_i + g_i)`` and ``P(i) = a_i``. Masked items are never
+    drawn. A fully masked row returns index 0 (callers zero its weights).
+
+    Shapes: ``logits`` (B, N), ``mask`` (B, N) bool -> indices (B,) int64.
+    """
+    if logits.dim() != 2:
+        raise ValueError(f"logits must have shape (B, N), got {shape_of(logits)}")
+    check_mask(mask, shape_of(logits), "(B, N)")
+    dtype = torch.promote_types(logits.dtype, torch.float32)  # fp16 uniforms are too coarse
+    noise = gumbel_noise(shape_of(logits), generator=generator, dtype=dtype,
+                         device=logits.device)  # (B, N)
+    perturbed = logits.detach().to(dtype) + noise
+    if mask is not None:
+        perturbed = perturbed.masked_fill(~mask, -math.inf)
+    return perturbed.argmax(dim=-1)
+
+
+class _StraightThrough(torch.autograd.Function):
+    """Forward: the hard value. Backward: the gradient goes to the soft value unchanged."""
+
+    @staticmethod
+    def forward(ctx, hard: torch.Tensor, soft: torch.Tensor) -> torch.Tensor:
+        return hard.clone()
+
+    @staticmethod
+    def backward(ctx, grad: torch.Tensor):
+        return None, grad
+
+
+def straight_through_gumbel(scores: torch.Tensor, temperature: float = 1.0,
+                            generator: torch.Generator | None = None,
+                            mask: torch.Tensor | None = None) -> torch.Tensor:
+    """One-hot ``z = onehot(argmax(e + g))`` forward, gradient of ``y = softmax((e + g)/τ)``.
+
+    Returns ``z`` exactly in value, with the gradient of ``y`` (what ``z + y − stopgrad(y)``
+    does, without its rounding error in the forward value). Masked items
+    (False) are never picked. Shapes: ``scores`` (B, N) -> weights (B, N).
+    """
+    if temperature <= 0:
+        raise ValueError(f"temperature must be positive, got {temperature}")
+    perturbed = scores + gumbel_noise(scores.shape, generator=generator, dtype=scores.dtype,
+                         device=scores.device)
+    if mask is not None:
+        perturbed = perturbed.masked_fill(~mask, torch.finfo(scores.dtype).min)
+    soft = torch.softmax(perturbed / temperature, dim=-1)
+    hard = torch.zeros_like(soft).scatter(-1, perturbed.argmax(dim=-1, keepdim=True), 1.0)
+    return _StraightThrough.apply(hard, soft)
+
+
+def sample_item(scores: torch.Tensor, generator: torch.Generator | None = None
+                ) -> tuple[torch.Tensor, torch.Tensor]:
+    """``i ~ Categorical(softmax(e))`` (Gumbel-max) and ``log a_i``, differentiable in ``e``.
+
+    Shapes: ``scores`` (B, N) -> index (B,), log-probability (B,).
+    """
+    index = (scores.detach() + gumbel_noise(scores.shape, generator=generator, dtype=scores.dtype,
+                         device=scores.device)).argmax(-1)
+    log_prob = torch.log_softmax(scores, dim=-1).gather(-1, index.unsqueeze(-1)).squeeze(-1)
+    return index, log_prob

@@ -1,0 +1,1 @@
+"""The training loop, its schedules, checkpoints and data-parallel reductions."""
