@@ -80,7 +80,8 @@ def test_the_settings_nest_the_model_config_and_each_data_set_fills_in_its_own()
     vocab = caption_vocab([caption_set("digits", 4, "train", 0)])
     digits = settings.model_config("digits", vocab)
     assert digits == replace(settings.model, vocab_size=len(vocab), in_channels=1)
-    assert settings.model_config("shapes", vocab).in_channels == 3
+    shapes = settings.model_config("shapes", vocab)
+    assert (shapes.in_channels, shapes.read_convs) == (3, 2)
     assert ShowAttendTell(digits)  # buildable once the vocabulary is known
     with pytest.raises(ValueError, match="vocab_size is 0"):
         ShowAttendTell(settings.model)
@@ -88,10 +89,14 @@ def test_the_settings_nest_the_model_config_and_each_data_set_fills_in_its_own()
 
 def test_a_data_set_can_change_its_settings_without_touching_the_other(tmp_path):
     settings = CaptioningSettings.for_profile(0)
-    assert settings.for_dataset("shapes") == settings.for_dataset("digits") == settings
-    wide = replace(settings.model, read_convs=2)
-    other = replace(settings, by_dataset={"digits": {"model": wide, "steps": 7}})
-    assert other.for_dataset("digits").model.read_convs == 2
+    assert settings.for_dataset("digits") == replace(settings, by_dataset={})
+    shapes = settings.for_dataset("shapes")
+    assert shapes.model == replace(settings.model, read_convs=2, pool_before_norm=False)
+    assert (shapes.final_lr_fraction, settings.final_lr_fraction) == (None, 0.05)
+    wide = replace(settings.model, read_convs=3)
+    other = replace(settings, by_dataset={"digits": {"model": wide, "steps": 7},
+                                          "shapes": settings.by_dataset["shapes"]})
+    assert other.for_dataset("digits").model.read_convs == 3
     assert other.for_dataset("digits").for_dataset("digits") == other.for_dataset("digits")
     # A change to one data set's recipe is a new saved model for it and the same for the other.
     assert captioner_path("digits", other, tmp_path) != captioner_path("digits", settings,

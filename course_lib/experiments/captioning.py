@@ -65,11 +65,13 @@ class CaptioningSettings:
     """Data sizes, the captioner's architecture (``model``, whose vocabulary size and input
     channels each data set sets, :meth:`model_config`), the optimiser and the step budget.
 
-    One recipe serves both data sets: a wide view that the decoder reads but the attention does
-    not score (``model.read_convs``), the pool-before-norm encoder, and a learning rate that
-    falls along a cosine to ``final_lr_fraction`` of its start over the ``steps``. ``by_dataset``
-    holds settings that one data set changes (none in the course's recipe); :meth:`for_dataset`
-    applies them. ``max_minutes`` is an optional safety valve on training time."""
+    Both data sets train for the same ``steps`` with a wide view that the decoder reads but the
+    attention does not score (``model.read_convs``). The digit strips use the pool-before-norm
+    encoder, one read convolution (an 18-pixel view, a whole digit) and a learning rate that
+    falls along a cosine to ``final_lr_fraction`` of its start. ``by_dataset`` holds what the
+    shape scenes change, applied by :meth:`for_dataset`: the plain encoder, two read
+    convolutions (26 pixels, a whole shape: a size word is judged from the whole object) and a
+    constant learning rate. ``max_minutes`` is an optional safety valve on training time."""
 
     n_train: int
     n_val: int
@@ -110,7 +112,10 @@ class CaptioningSettings:
         return cls(n_train=by_profile(fast=256, full=12_000),
                    n_val=by_profile(fast=64, full=500),
                    n_test=by_profile(fast=64, full=1000), model=model,
-                   steps=by_profile(fast=16, full=CAPTION_STEPS), seed=seed)
+                   steps=by_profile(fast=16, full=CAPTION_STEPS), seed=seed,
+                   by_dataset={"shapes": {"model": replace(model, read_convs=2,
+                                                           pool_before_norm=False),
+                                          "final_lr_fraction": None}})
 
     def model_config(self, name: str, vocab: Vocab) -> CaptionerConfig:
         """The architecture of ``name``'s captioner: ``model`` with that data set's vocabulary
