@@ -3,6 +3,7 @@
 - :func:`paired_medians` and :func:`median_seconds`: median wall-clock seconds, calls
   interleaved round by round so that a busy machine slows each alike, with a device
   synchronize around every call (GPU work is asynchronous);
+- :class:`Stopwatch`: the wall-clock seconds of one run of a block of code, device work included;
 - :func:`single_thread`: one CPU thread for steadier timings of small operations;
 - :func:`peak_memory`: the peak bytes a call adds, from the tensors it creates (any device) or
   from the CUDA caching allocator.
@@ -142,3 +143,37 @@ def median_seconds(fn: Callable[[], Any], repeats: int = 5, warmup: int = 1,
                    device: torch.device | str | None = None) -> float:
     """Median wall-clock seconds of ``fn()`` (:func:`paired_medians` of one call)."""
     return paired_medians({"fn": fn}, repeats, warmup, device)["fn"]
+
+
+class Stopwatch:
+    """Wall-clock seconds of one run of a block, the device's queued work included::
+
+        with Stopwatch(device) as watch:
+            y = x @ x
+        watch.seconds
+
+    The device is synchronized on entry (earlier work is not counted) and on exit (GPU kernels
+    run asynchronously: without it the clock would stop once they are launched, not done). One
+    run is one sample; compare calls with :func:`paired_medians` instead."""
+
+    def __init__(self, device: torch.device | str | None = None) -> None:
+        self.device = device
+        self._start: float | None = None
+        self._seconds: float | None = None
+
+    def __enter__(self) -> Stopwatch:
+        synchronize(self.device)
+        self._start = time.perf_counter()
+        self._seconds = None
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        synchronize(self.device)
+        self._seconds = time.perf_counter() - self._start
+
+    @property
+    def seconds(self) -> float:
+        if self._seconds is None:
+            raise RuntimeError("the stopwatch is still running (or never ran): read .seconds "
+                               "after the with block")
+        return self._seconds

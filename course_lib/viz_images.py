@@ -54,6 +54,22 @@ def _image_array(image: Any) -> tuple[np.ndarray, str | None]:
     return array.transpose(1, 2, 0).clip(0, 1), None  # (H, W, 3)
 
 
+def show_image(image: Any, ax: plt.Axes | None = None, title: str | None = None) -> plt.Axes:
+    """Draw a (1, H, W) grey or (3, H, W) colour image in [0, 1] with pixel (x, y) covering
+    [x, x + 1) × [y, y + 1), so boxes and grid lines in pixel coordinates land where they
+    belong; no ticks."""
+    picture, cmap = _image_array(image)
+    height, width = picture.shape[:2]
+    if ax is None:
+        _, ax = plt.subplots(figsize=(max(2.0, 3.0 * width / height), 3.0))
+    ax.imshow(picture, cmap=cmap, vmin=0, vmax=1, extent=(0, width, height, 0))
+    ax.set_xticks([])
+    ax.set_yticks([])
+    if title:
+        ax.set_title(title)
+    return ax
+
+
 def attention_on_image(image: Any, weights: Any, grid: tuple[int, int], *,
                        ax: plt.Axes | None = None, box: Sequence[int] | None = None,
                        title: str | None = None, alpha: float = 0.6) -> plt.Axes:
@@ -63,17 +79,14 @@ def attention_on_image(image: Any, weights: Any, grid: tuple[int, int], *,
     the (H, W) image (each cell covers H/H' × W/W' pixels) and overlaid; the peak cell is
     outlined, and ``box`` (x0, y0, x1, y1), e.g. the named object's, is drawn in blue.
     """
-    picture, cmap = _image_array(image)
     flat = weights.detach().float().cpu().numpy() if isinstance(weights, torch.Tensor) \
         else np.asarray(weights, dtype=float)
     rows, cols = grid
     if flat.shape != (rows * cols,):
         raise ValueError(f"expected weights of shape ({rows * cols},) for a {rows}x{cols} grid, "
                          f"got {tuple(flat.shape)}")
-    height, width = picture.shape[:2]
-    if ax is None:
-        _, ax = plt.subplots(figsize=(max(2.0, 3.0 * width / height), 3.0))
-    ax.imshow(picture, cmap=cmap, vmin=0, vmax=1, extent=(0, width, height, 0))
+    ax = show_image(image, ax, title)
+    height, width = _image_array(image)[0].shape[:2]
     ax.imshow(flat.reshape(rows, cols), cmap="magma", alpha=alpha,  # (H', W')
               extent=(0, width, height, 0), interpolation="bilinear")
     row, col = divmod(int(flat.argmax()), cols)
@@ -84,10 +97,6 @@ def attention_on_image(image: Any, weights: Any, grid: tuple[int, int], *,
         x0, y0, x1, y1 = box
         ax.add_patch(plt.Rectangle((x0, y0), x1 - x0, y1 - y0, fill=False,
                                    edgecolor="deepskyblue", lw=1.5))
-    ax.set_xticks([])
-    ax.set_yticks([])
-    if title:
-        ax.set_title(title)
     return ax
 
 

@@ -20,6 +20,7 @@ import torch
 from torch import distributed as dist
 
 from course_lib.data.sequence_tasks import sequence_task
+from course_lib.data.vocab import SPECIALS
 from course_lib.device import get_device
 from course_lib.experiments.ddp_copy import (
     TORCHRUN_VARIABLES,
@@ -216,3 +217,19 @@ def test_fit_calls_set_epoch_before_every_epoch():
         supervised_loss(torch.nn.functional.cross_entropy), epochs=3, device=CPU,
         progress=False)
     assert loader.sampler.epochs == [0, 1, 2]
+
+
+def test_command_line_flags_set_the_run_and_its_nested_model():
+    settings = settings_from_args(build_parser().parse_args(
+        ["--num-layers", "2", "--d-model", "16", "--n-symbols", "5", "--seq-len", "3",
+         "--epochs", "4"]))
+    assert settings.epochs == 4 and settings.seq_len == 3
+    assert (settings.model.num_encoder_layers, settings.model.num_decoder_layers) == (2, 2)
+    assert settings.model.d_model == 16
+    config = settings.model_config()
+    vocab_size = len(SPECIALS) + 5
+    assert (config.src_vocab_size, config.tgt_vocab_size, config.max_len) == \
+        (vocab_size, vocab_size, 4)
+    assert config.norm_first and config.dropout == 0.0
+    first, second = DataParallelSettings(), DataParallelSettings()
+    assert first.model == second.model and first.model is not second.model  # no shared default

@@ -6,6 +6,7 @@ import time
 import pytest
 import torch
 
+from course_lib import timing
 from course_lib.data.vocab import EOS_ID, PAD_ID
 from course_lib.lessons.costs import (
     attention_cost,
@@ -20,7 +21,7 @@ from course_lib.nn.attention import local_attention, masked_softmax
 from course_lib.nn.decoding import beam_search
 from course_lib.nn.efficient import blockwise_attention, reach, window_mask
 from course_lib.nn.self_attention import causal_mask, scaled_dot_product_attention
-from course_lib.timing import median_seconds, peak_memory, single_thread
+from course_lib.timing import Stopwatch, median_seconds, peak_memory, single_thread
 
 
 @pytest.fixture(autouse=True)
@@ -294,6 +295,22 @@ def test_median_seconds():
     assert len(calls) == 5
     with pytest.raises(ValueError, match="repeats"):
         median_seconds(work, repeats=0)
+
+
+def test_stopwatch_times_the_block_with_the_device_synchronized(monkeypatch):
+    events = []
+    monkeypatch.setattr(timing, "synchronize", lambda device: events.append(("sync", device)))
+    watch = Stopwatch("meta")
+    with pytest.raises(RuntimeError, match="still running"):
+        _ = watch.seconds
+    with watch:
+        events.append(("block", None))
+        time.sleep(0.005)
+    assert events == [("sync", "meta"), ("block", None), ("sync", "meta")]
+    assert 0.005 <= watch.seconds < 5.0
+    with pytest.raises(ValueError), Stopwatch() as failing:
+        raise ValueError("boom")
+    assert failing.seconds >= 0.0  # a block that raised is still timed
 
 
 def test_attention_cost_rows():

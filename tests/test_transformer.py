@@ -7,6 +7,7 @@ from torch import nn
 
 from course_lib.data.sequence_tasks import exact_match, sequence_task
 from course_lib.data.vocab import BOS_ID, EOS_ID, PAD_ID
+from course_lib.models import count_parameters, parameters_by_part
 from course_lib.models.transformer import (
     DecoderBlock,
     EncoderBlock,
@@ -123,6 +124,12 @@ def test_base_configuration_is_the_papers():
             config.num_decoder_layers, config.dropout, config.norm_first) == \
         (512, 8, 2048, 6, 6, 0.1, False)
     assert sum(p.numel() for p in model.parameters()) == expected
+    assert count_parameters(model) == expected
+    parts = parameters_by_part(model)
+    assert sum(parts.values()) == expected  # the tied output weight counts once
+    assert parts["src_embed"] == parts["tgt_embed"] == V * D
+    assert parts["encoder_layers"] == N * (attention + ffn + 2 * 2 * D)
+    assert parts["decoder_layers"] == N * (2 * attention + ffn + 3 * 2 * D)
 
 
 def test_padding_never_changes_a_sentence_output():

@@ -86,6 +86,27 @@ def test_decision_boundary_draws_grid_and_points():
         plot_decision_boundary(np.zeros((2, 3)), 1.0, torch.zeros(3, 2), torch.zeros(3))
 
 
+def test_images_are_drawn_in_pixel_coordinates_with_attention_on_top():
+    from course_lib.viz_images import attention_on_image, show_image
+
+    grey = torch.rand(1, 6, 10)  # (C, H, W)
+    ax = show_image(grey, title="grey")
+    np.testing.assert_allclose(ax.images[0].get_array(), grey[0].numpy())
+    assert ax.images[0].get_extent() == [0, 10, 6, 0] and ax.get_title() == "grey"
+    colour = show_image(torch.rand(3, 4, 4))
+    assert colour.images[0].get_array().shape == (4, 4, 3)
+    weights = torch.zeros(6)
+    weights[4] = 1.0  # row 1, column 1 of a (2, 3) grid
+    ax = attention_on_image(grey, weights, (2, 3), box=(1, 1, 3, 2))
+    np.testing.assert_allclose(ax.images[1].get_array(), weights.reshape(2, 3).numpy())
+    peak, box = ax.patches
+    assert peak.get_xy() == (10 / 3, 3.0) and (box.get_x(), box.get_y()) == (1, 1)
+    with pytest.raises(ValueError, match=r"\(1, H, W\) or \(3, H, W\), got \(2, 4, 4\)"):
+        show_image(torch.rand(2, 4, 4))
+    with pytest.raises(ValueError, match=r"shape \(6,\) for a 2x3 grid, got \(5,\)"):
+        attention_on_image(grey, torch.rand(5), (2, 3))
+
+
 def test_bleu_by_length_plot_one_line_per_model():
     from course_lib.viz import plot_bleu_by_length
 

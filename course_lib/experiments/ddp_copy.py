@@ -21,7 +21,7 @@ import argparse
 import json
 import os
 import sys
-from dataclasses import asdict, dataclass, fields
+from dataclasses import asdict, dataclass, field, replace
 from functools import partial
 from pathlib import Path
 from typing import Any
@@ -157,9 +157,17 @@ def take_rows(data: TranslationBatch, rows: list[int]) -> TranslationBatch:
                             index=[data.index[row] for row in rows])
 
 
+# The small Transformer of a data-parallel run: pre-norm, no dropout. Its vocabulary sizes (0,
+# "not known yet") and maximum length are set from the task by DataParallelSettings.model_config.
+SMALL_TRANSFORMER = TransformerConfig(0, 0, d_model=32, num_heads=4, num_encoder_layers=1,
+                                      num_decoder_layers=1, d_ff=64, dropout=0.0,
+                                      norm_first=True, max_len=1)
+
+
 @dataclass
 class DataParallelSettings:
-    """The sequence task, the small Transformer and the optimiser of one data-parallel run.
+    """The sequence task, the Transformer (``model``, whose vocabulary sizes and maximum length
+    the task sets, :meth:`model_config`) and the optimiser of one data-parallel run.
 
     Sequences have one fixed length: the loss is a mean over tokens, and only when every rank
     holds equally many tokens is the average of the ranks' means the mean over the global batch.
@@ -169,15 +177,19 @@ class DataParallelSettings:
     n_examples: int = 1024
     n_symbols: int = 10
     seq_len: int = 6
-    d_model: int = 32
-    num_heads: int = 4
-    num_layers: int = 1
-    d_ff: int = 64
+    model: TransformerConfig = field(default_factory=lambda: replace(SMALL_TRANSFORMER))
     epochs: int = 10
     global_batch_size: int = 32
     lr: float = 3e-3
     label_smoothing: float = 0.0
     seed: int = 0
+
+    def model_config(self) -> TransformerConfig:
+        """``model`` with the task's vocabulary (the specials and ``n_symbols`` tokens) on both
+        sides and room for a sequence plus its BOS or EOS token."""
+        vocab_size = len(SPECIALS) + self.n_symbols
+        return replace(self.model, src_vocab_size=vocab_size, tgt_vocab_size=vocab_size,
+                       max_len=self.seq_len + 1)
 
 
 def train(settings: DataParallelSettings, context: DistributedContext,
@@ -195,11 +207,7 @@ def train(settings: DataParallelSettings, context: DistributedContext,
                          min_len=settings.seq_len, max_len=settings.seq_len, seed=settings.seed)
     loader = distributed_loader(range(settings.n_examples), batch_per_rank, context=context,
                                 seed=settings.seed, collate_fn=partial(take_rows, data))
-    vocab_size = len(SPECIALS) + settings.n_symbols
-    model = Transformer(TransformerConfig(
-        vocab_size, vocab_size, d_model=settings.d_model, num_heads=settings.num_heads,
-        num_encoder_layers=settings.num_layers, num_decoder_layers=settings.num_layers,
-        d_ff=settings.d_ff, dropout=0.0, norm_first=True, max_len=settings.seq_len + 1))
+    model = Transformer(settings.model_config())
     parallel_model = wrap_model(model, context)
     optimizer = torch.optim.Adam(parallel_model.parameters(), lr=settings.lr)
     history = fit(parallel_model, optimizer, loader, transformer_loss(settings.label_smoothing),
@@ -220,30 +228,43 @@ def save_results(out_dir: Path, settings: DataParallelSettings, context: Distrib
         (out_dir / "history.json").write_text(json.dumps(result, indent=2) + "\n")
 
 
+# Command-line flags: the run's own settings, then the model's (a flag may set several of the
+# config's fields: --num-layers sets the encoder's and the decoder's depth).
+RUN_FLAGS = {
+    "task": f"sequence task, one of {', '.join(TASKS)}",
+    "n_examples": "training sequences (one epoch)",
+    "n_symbols": "distinct tokens in the sequences",
+    "seq_len": "length of every sequence (fixed, so ranks hold equally many tokens)",
+    "epochs": "passes over the data",
+    "global_batch_size": "rows per optimiser step over all processes together; split evenly, "
+                         "each process reads global / nproc",
+    "lr": "Adam learning rate", "label_smoothing": "label smoothing ε",
+    "seed": "data, shuffling and initialisation seed",
+}
+MODEL_FLAGS = {
+    "d_model": (("d_model",), "model width"),
+    "num_heads": (("num_heads",), "attention heads"),
+    "num_layers": (("num_encoder_layers", "num_decoder_layers"),
+                   "encoder layers and decoder layers (each)"),
+    "d_ff": (("d_ff",), "feed-forward width"),
+}
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="python -m course_lib.experiments.ddp_copy",
         description="Train a small Transformer on a sequence task with DistributedDataParallel "
                     "(launch with torchrun; runs as one process without it).")
     defaults = DataParallelSettings()
-    helps = {
-        "task": f"sequence task, one of {', '.join(TASKS)}",
-        "n_examples": "training sequences (one epoch)",
-        "n_symbols": "distinct tokens in the sequences",
-        "seq_len": "length of every sequence (fixed, so ranks hold equally many tokens)",
-        "d_model": "model width", "num_heads": "attention heads",
-        "num_layers": "encoder layers and decoder layers (each)", "d_ff": "feed-forward width",
-        "epochs": "passes over the data",
-        "global_batch_size": "rows per optimiser step over all processes together; split "
-                             "evenly, each process reads global / nproc",
-        "lr": "Adam learning rate", "label_smoothing": "label smoothing ε",
-        "seed": "data, shuffling and initialisation seed",
-    }
-    for field in fields(DataParallelSettings):
-        default = getattr(defaults, field.name)
-        parser.add_argument(f"--{field.name.replace('_', '-')}", type=type(default),
-                            default=default, help=f"{helps[field.name]} (default: {default})",
-                            choices=TASKS if field.name == "task" else None)
+    for name in RUN_FLAGS:
+        default = getattr(defaults, name)
+        parser.add_argument(f"--{name.replace('_', '-')}", type=type(default), default=default,
+                            help=f"{RUN_FLAGS[name]} (default: {default})",
+                            choices=TASKS if name == "task" else None)
+    for name, (config_fields, help_text) in MODEL_FLAGS.items():
+        default = getattr(defaults.model, config_fields[0])
+        parser.add_argument(f"--{name.replace('_', '-')}", type=int, default=default,
+                            help=f"{help_text} (default: {default})")
     parser.add_argument("--backend", choices=BACKENDS, default=None,
                         help="torch.distributed backend (default: nccl on CUDA, else gloo)")
     parser.add_argument("--out", type=Path, default=None,
@@ -253,8 +274,12 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def settings_from_args(args: argparse.Namespace) -> DataParallelSettings:
-    return DataParallelSettings(**{f.name: getattr(args, f.name)
-                                   for f in fields(DataParallelSettings)})
+    """The settings the command line asks for: run flags set the settings' fields, model flags
+    the fields of its nested ``model``."""
+    model = replace(DataParallelSettings().model,
+                    **{name: getattr(args, flag) for flag, (names, _) in MODEL_FLAGS.items()
+                       for name in names})
+    return DataParallelSettings(model=model, **{name: getattr(args, name) for name in RUN_FLAGS})
 
 
 def main(argv: list[str] | None = None) -> int:
