@@ -23,7 +23,9 @@ def caption(exact, localization, steps=100, train_s=60.0):
 
 def metadata(seed, profile="full"):
     return {"seed": seed, "profile": profile, "device": "cpu", "threads": 2,
-            "machine": "x86_64, 2 cores, torch 2.13.0"}
+            "machine": "x86_64, 2 cores, torch 2.13.0",
+            "settings": {"train": {"steps": 1000, "seed": seed}, "model": {"hidden_size": 256},
+                         "threads": 2}}
 
 
 def write(folder, name, result):
@@ -110,6 +112,27 @@ def test_the_page_reports_each_seed_and_the_spread(tmp_path):
     # Step budgets and measured minutes.
     assert rows["captioner (digits)"].startswith("| captioner (digits) | 4,500 |")
     assert rows["transformer"].startswith("| transformer | 3,000 |")
+    # How each was made: the command and the newest seed's settings, nested keys spelled out.
+    made = page.split("## How the numbers were made")[1]
+    assert "`course reproduce captioning --dataset DATASET --seed N`" in made
+    assert "Settings (seed 3): `train.steps=1000`, `model.hidden_size=256`." in made
+
+
+def test_each_data_set_shows_its_own_settings_with_its_changes_applied(tmp_path):
+    """A captioning run records the settings of both data sets and what one of them changes;
+    the page shows each data set's resolved settings, from that data set's own file."""
+    seed0 = good_seed(0)
+    settings = {"steps": 4500, "lr": 0.002, "model": {"read_convs": 1, "vocab_size": 0},
+                "by_dataset": {"shapes": {"model": {"read_convs": 2, "vocab_size": 0}}}}
+    for name in ("digits", "shapes"):
+        write(tmp_path / "seed-0", f"captioning-{name}",
+              {name: seed0["captioning"][name], **metadata(0), "settings": settings})
+    page = results_page(load_seeds(tmp_path))
+    lines = {line.split("**")[1]: line for line in page.splitlines() if line.startswith("- **")}
+    assert "`model.read_convs=1`" in lines["captioning, digits"]
+    assert "`model.read_convs=2`" in lines["captioning, shapes"]
+    assert "vocab_size" not in page and "by_dataset" not in page
+    assert "`steps=4500`, `lr=0.002`" in lines["captioning, shapes"]
 
 
 @pytest.mark.parametrize("profile", ["fast"])

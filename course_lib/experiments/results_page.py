@@ -131,6 +131,9 @@ def _merge_single_models(folder: Path, profile: str, found: dict[str, dict]) -> 
                 merged = found.setdefault(experiment, {k: v for k, v in result.items()
                                                        if not _is_caption_entry(v)})
                 entries = {k: v for k, v in result.items() if _is_caption_entry(v)}
+                by_dataset = merged.setdefault("settings_by_dataset", {})
+                for name in entries:
+                    by_dataset.setdefault(name, result.get("settings", {}))
             for name, entry in entries.items():
                 merged.setdefault(name, entry)
 
@@ -206,6 +209,63 @@ def _budget_rows(seeds: dict[int, dict[str, dict]]) -> list[str]:
     return lines
 
 
+# The command that measures one seed of each experiment (`course reproduce all` runs them all).
+COMMANDS = {"bottleneck": "course reproduce bottleneck --model MODEL --seed N",
+            "captioning": "course reproduce captioning --dataset DATASET --seed N",
+            "transformer": "course reproduce transformer --seed N"}
+
+
+def _flatten(settings: dict, prefix: str = "") -> dict[str, object]:
+    """Nested settings as ``{"model.hidden_size": 256, ...}``."""
+    flat: dict[str, object] = {}
+    for key, value in settings.items():
+        if isinstance(value, dict) and value:
+            flat.update(_flatten(value, f"{prefix}{key}."))
+        else:
+            flat[f"{prefix}{key}"] = value
+    return flat
+
+
+def _resolved(settings: dict, dataset: str | None) -> dict:
+    """``settings`` with the changes its ``by_dataset`` records for ``dataset`` applied."""
+    changes = settings.get("by_dataset", {}).get(dataset, {}) if dataset else {}
+    return {**{k: v for k, v in settings.items() if k != "by_dataset"}, **changes}
+
+
+def _settings_text(settings: dict) -> str:
+    """``settings`` as `name=value` items; the seed and thread count (the tables give both) and
+    vocabulary sizes still 0 ("set from the data") left out."""
+    shown = [f"`{name}={value}`" for name, value in _flatten(settings).items()
+             if name.rpartition(".")[2] not in ("seed", "threads")
+             and not (name.endswith("vocab_size") and value == 0)]
+    return ", ".join(shown) or "not recorded"
+
+
+def _settings_lines(seeds: dict[int, dict[str, dict]]) -> list[str]:
+    """Per experiment (per data set for captioning): its command and the settings its newest
+    seed's JSON records."""
+    lines = []
+    for experiment in EXPERIMENTS:
+        measured = [(seed, results[experiment]) for seed, results in seeds.items()
+                    if experiment in results]
+        if not measured:
+            continue
+        if experiment != "captioning":
+            seed, result = measured[-1]
+            lines.append(f"- **{experiment}**: `{COMMANDS[experiment]}`. Settings (seed {seed}): "
+                         f"{_settings_text(result.get('settings', {}))}.")
+            continue
+        datasets = dict.fromkeys(name for _, result in measured for name, entry in result.items()
+                                 if _is_caption_entry(entry))
+        for dataset in datasets:
+            seed, result = [(s, r) for s, r in measured if dataset in r][-1]
+            settings = result.get("settings_by_dataset", {}).get(dataset,
+                                                                  result.get("settings", {}))
+            lines.append(f"- **captioning, {dataset}**: `{COMMANDS[experiment]}`. Settings (seed "
+                         f"{seed}): {_settings_text(_resolved(settings, dataset))}.")
+    return lines
+
+
 def results_page(seeds: dict[int, dict[str, dict]], profile: str = "full") -> str:
     """The Markdown of ``docs/results.md`` for the results of ``seeds``, run in ``profile``."""
     names = ", ".join(str(s) for s in seeds) or "none yet"
@@ -271,6 +331,10 @@ def results_page(seeds: dict[int, dict[str, dict]], profile: str = "full") -> st
               "| model | steps | epochs | minutes (mean) | min | max |",
               "|---|---|---|---|---|---|"]
     lines += _budget_rows(seeds)
+    lines += ["", "## How the numbers were made", "",
+              "Each seed's file in `results/seed-N/` records the command's full settings, the"
+              " machine, the torch build and the thread count beside its numbers.", ""]
+    lines += _settings_lines(seeds)
     return "\n".join(lines) + "\n"
 
 
