@@ -86,7 +86,7 @@ def attention_on_image(image: Any, weights: Any, grid: tuple[int, int], *,
         raise ValueError(f"expected weights of shape ({rows * cols},) for a {rows}x{cols} grid, "
                          f"got {tuple(flat.shape)}")
     ax = show_image(image, ax, title)
-    height, width = _image_array(image)[0].shape[:2]
+    height, width = np.shape(image)[-2:]  # (C, H, W), checked by show_image
     ax.imshow(flat.reshape(rows, cols), cmap="magma", alpha=alpha,  # (H', W')
               extent=(0, width, height, 0), interpolation="bilinear")
     row, col = divmod(int(flat.argmax()), cols)

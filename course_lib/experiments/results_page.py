@@ -226,9 +226,9 @@ def _flatten(settings: dict, prefix: str = "") -> dict[str, object]:
     return flat
 
 
-def _resolved(settings: dict, dataset: str | None) -> dict:
+def _resolved(settings: dict, dataset: str) -> dict:
     """``settings`` with the changes its ``by_dataset`` records for ``dataset`` applied."""
-    changes = settings.get("by_dataset", {}).get(dataset, {}) if dataset else {}
+    changes = settings.get("by_dataset", {}).get(dataset, {})
     return {**{k: v for k, v in settings.items() if k != "by_dataset"}, **changes}
 
 
