@@ -57,7 +57,7 @@ def bleu_by_length(hypotheses: list[str], references: list[str], source_lengths:
 
 
 def gold_cells(links: list) -> list[tuple[int, int]]:
-    """Every (French position t, English position s) of every gold link ``[english, french]``:
+    """Every (French position t, English position j) of every gold link ``[english, french]``:
     the cells of a (T, S) attention map that the gold alignment marks (for ``viz.plot_attention``'s
     ``gold``)."""
     return [(t, s) for english, french in links for t in french for s in english]

@@ -23,7 +23,8 @@ from course_lib.models.captioner import (
     ShowAttendTell,
 )
 from course_lib.models.pointer import HardAttentionConfig, PointerNet
-from course_lib.models.seq2seq import Decoder, Encoder, ScratchRNNCell, Seq2Seq, Seq2SeqConfig
+from course_lib.models.reencode import ReencodeConfig, ReencodingSeq2Seq
+from course_lib.models.seq2seq import Decoder, Encoder, Seq2Seq, Seq2SeqConfig
 from course_lib.models.torch_transformer import TorchTransformer
 from course_lib.models.toy import ToyClassifier, ToyConfig
 from course_lib.models.transformer import (
@@ -35,6 +36,7 @@ from course_lib.models.transformer import (
     TransformerConfig,
 )
 from course_lib.nn.attention import AdditiveScore, ConcatScore, DotScore, GeneralScore
+from course_lib.nn.cells import ScratchGRUCell, ScratchLSTMCell, ScratchRNNCell
 from course_lib.nn.positions import LearnedPositions, SinusoidalPositions
 from course_lib.nn.self_attention import MultiHeadAttention
 
@@ -55,7 +57,7 @@ def tokens(device, shape, high):
 
 
 def score_inputs(device, query_size=6, key_size=6):
-    """A query for every one of 3 target steps and 5 keys: (2, 3, D_q) and (2, 5, D_k)."""
+    """A query for every one of 3 target steps and 5 keys: (2, 3, d_q) and (2, 5, d_k)."""
     return torch.randn(2, 3, query_size, device=device), torch.randn(2, 5, key_size, device=device)
 
 
@@ -82,10 +84,17 @@ ZOO = [
              lambda device: (torch.randn(4, 2, device=device),)),
     ZooEntry(ScratchRNNCell, lambda: ScratchRNNCell(5, 7),
              lambda device: (torch.randn(3, 5, device=device), torch.zeros(3, 7, device=device))),
+    ZooEntry(ScratchGRUCell, lambda: ScratchGRUCell(5, 7),
+             lambda device: (torch.randn(3, 5, device=device), torch.zeros(3, 7, device=device))),
+    ZooEntry(ScratchLSTMCell, lambda: ScratchLSTMCell(5, 7),
+             lambda device: (torch.randn(3, 5, device=device),
+                             (torch.zeros(3, 7, device=device), torch.zeros(3, 7, device=device)))),
     # Packed sequences need their lengths on the CPU, so the meta check runs unpadded batches.
     ZooEntry(Encoder, lambda: Encoder(SEQ_LSTM_BI), lambda device: (tokens(device, (2, 5), 12),)),
     ZooEntry(Decoder, lambda: Decoder(SEQ),
              lambda device: (tokens(device, (2, 4), 14), torch.randn(2, 8, device=device))),
+    ZooEntry(ReencodingSeq2Seq, lambda: ReencodingSeq2Seq(ReencodeConfig(12, 14, 6, 8)),
+             lambda device: (tokens(device, (2, 5), 12), None, tokens(device, (2, 4), 14))),
     ZooEntry(Seq2Seq, lambda: Seq2Seq(SEQ),
              lambda device: (tokens(device, (2, 5), 12), None, tokens(device, (2, 4), 14))),
     ZooEntry(DotScore, lambda: Scored(DotScore(6)), score_inputs),

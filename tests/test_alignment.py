@@ -8,14 +8,17 @@ import torch
 from course_lib.data.batching import BatchIterator
 from course_lib.data.corpus import CorpusConfig, generate_pairs
 from course_lib.experiments.translation import (
+    ATTENTION_MODELS,
+    NO_ATTENTION_MODELS,
     TRANSLATORS,
     build_translator,
     build_vocabs,
     evaluate_alignment,
     reference_attention,
+    translator_class,
 )
 from course_lib.metrics import alignment_accuracy, gold_cells
-from course_lib.models.seq2seq import translation_loss
+from course_lib.models.seq2seq import Seq2Seq, translation_loss
 from course_lib.seeding import seed_everything
 
 
@@ -59,7 +62,7 @@ def pairs():
     return generate_pairs(CorpusConfig(size=60, seed=5))
 
 
-@pytest.mark.parametrize("name", [n for n in TRANSLATORS if n != "none"])
+@pytest.mark.parametrize("name", list(ATTENTION_MODELS))
 def test_reference_attention_is_one_map_per_pair_independent_of_batching(name, pairs):
     vocabs = build_vocabs_from(pairs)
     seed_everything(0)
@@ -78,6 +81,18 @@ def test_reference_attention_needs_a_model_with_attention(pairs):
     model = build_translator("none", vocabs, hidden_size=8, embed_dim=4)
     with pytest.raises(TypeError, match="returns no attention weights"):
         reference_attention(model, pairs[:2], vocabs)
+
+
+def test_no_attention_variants_change_one_setting_each(pairs):
+    vocabs = build_vocabs_from(pairs)
+    base = build_translator("none", vocabs, hidden_size=8, embed_dim=4).config
+    assert base.context == "both"
+    for name, changes in NO_ATTENTION_MODELS.items():
+        model = build_translator(name, vocabs, hidden_size=8, embed_dim=4)
+        assert translator_class(name) is Seq2Seq and isinstance(model, Seq2Seq)
+        changed = {k for k, v in vars(model.config).items() if vars(base)[k] != v}
+        assert changed == set(changes), name
+    assert set(TRANSLATORS) == set(NO_ATTENTION_MODELS) | set(ATTENTION_MODELS)
 
 
 def build_vocabs_from(pairs):

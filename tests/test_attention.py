@@ -84,7 +84,7 @@ def test_dot_score_is_the_inner_product():
 def test_general_score_is_the_bilinear_form():
     score = GeneralScore(5, 3)
     query, keys = randn(2, 5), randn(2, 4, 3, seed=1)
-    W = score.W.weight  # (D_q, D_k)
+    W = score.W.weight  # (d_q, d_k)
     expected = torch.stack([torch.stack([query[b] @ W @ keys[b, j] for j in range(4)])
                             for b in range(2)])
     torch.testing.assert_close(score.score(query, keys), expected)
@@ -164,7 +164,7 @@ def test_scores_reject_mismatched_shapes_with_a_clear_message():
     score = GeneralScore(4, 6)
     with pytest.raises(ValueError, match=r"expected keys \(B, S, 6\), got \(2, 3, 5\)"):
         score.prepare(randn(2, 3, 5))
-    with pytest.raises(ValueError, match=r"D_q = 4, got \(2, 5\)"):
+    with pytest.raises(ValueError, match=r"d_q = 4, got \(2, 5\)"):
         score(randn(2, 5), score.prepare(randn(2, 3, 6)))
     with pytest.raises(ValueError, match="score must be one of"):
         make_score("cosine", 4, 4)

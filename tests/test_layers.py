@@ -13,14 +13,17 @@ import pytest
 
 PACKAGE = Path(__file__).resolve().parent.parent / "course_lib"
 CORE = {"device", "seeding", "profile", "metrics", "viz", "viz_images", "timing"}
-SUBPACKAGES = {"nn", "models", "data", "train", "lessons", "experiments", "course", "grading"}
+SUBPACKAGES = {"nn", "models", "data", "train", "diagrams", "lessons", "experiments", "course",
+               "grading"}
 # What each layer must never import (a layer also may not import a layer above it).
 FORBIDDEN = {
-    "core": {"nn", "models", "data", "train", "lessons", "experiments", "course", "grading"},
-    "nn": {"models", "train", "lessons", "experiments", "course", "grading"},
-    "data": {"models", "train", "lessons", "experiments", "course", "grading"},
-    "models": {"train", "lessons", "experiments", "course", "grading"},
-    "train": {"lessons", "experiments", "course", "grading"},
+    "core": {"nn", "models", "data", "train", "diagrams", "lessons", "experiments", "course",
+             "grading"},
+    "nn": {"models", "train", "diagrams", "lessons", "experiments", "course", "grading"},
+    "data": {"models", "train", "diagrams", "lessons", "experiments", "course", "grading"},
+    "models": {"train", "diagrams", "lessons", "experiments", "course", "grading"},
+    "diagrams": {"train", "lessons", "experiments", "course", "grading"},
+    "train": {"diagrams", "lessons", "experiments", "course", "grading"},
     "lessons": {"experiments", "course", "grading"},
     "grading": {"experiments", "lessons"},
 }

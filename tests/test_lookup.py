@@ -362,13 +362,13 @@ def test_document_is_seeded():
     ("query", "keys", "values", "mask", "message"),
     [
         ((2, 4), (2, 3, 4, 1), (2, 3, 5), None,
-         r"keys must have shape \(B, N, d\), got \(2, 3, 4, 1\)"),
+         r"keys must have shape \(B, S, d\), got \(2, 3, 4, 1\)"),
         ((2, 5), (2, 3, 4), (2, 3, 5), None, r"\(B, d\) = \(2, 4\).*got \(2, 5\)"),
         ((3, 4), (2, 3, 4), (2, 3, 5), None, r"\(B, d\) = \(2, 4\).*got \(3, 4\)"),
-        ((2, 4), (2, 3, 4), (2, 7, 5), None, r"\(B, N, d_v\) = \(2, 3, d_v\).*got \(2, 7, 5\)"),
-        ((2, 4), (2, 3, 4), (2, 3), None, r"\(B, N, d_v\).*got \(2, 3\)"),
+        ((2, 4), (2, 3, 4), (2, 7, 5), None, r"\(B, S, d_v\) = \(2, 3, d_v\).*got \(2, 7, 5\)"),
+        ((2, 4), (2, 3, 4), (2, 3), None, r"\(B, S, d_v\).*got \(2, 3\)"),
         ((2, 4), (2, 3, 4), (2, 3, 5), (3, 2),
-         r"mask must have shape \(B, N\) = \(2, 3\), got \(3, 2\)"),
+         r"mask must have shape \(B, S\) = \(2, 3\), got \(3, 2\)"),
     ],
 )
 @pytest.mark.parametrize("attend", [soft_attention, hard_attention, sample_hard_attention])
@@ -384,7 +384,7 @@ def test_other_bad_arguments():
         soft_attention(query, keys, values, temperature=0.0)
     with pytest.raises(TypeError, match="torch.bool"):
         soft_attention(query, keys, values, mask=torch.ones(4, 6))
-    with pytest.raises(ValueError, match=r"logits must have shape \(B, N\), got \(6,\)"):
+    with pytest.raises(ValueError, match=r"logits must have shape \(B, S\), got \(6,\)"):
         gumbel_max_sample(torch.zeros(6))
     with pytest.raises(ValueError, match="bandwidth"):
         nadaraya_watson(torch.zeros(3), torch.zeros(4), torch.zeros(4), bandwidth=0.0)

@@ -25,7 +25,7 @@ def test_table_entries_are_the_formula():
 def test_an_offset_is_one_rotation_whatever_the_position(offset):
     table = sinusoidal_table(100, 32)
     rotation = offset_rotation(offset, 32)
-    shifted = table[:100 - offset] @ rotation.T  # row p: M_k PE[p]
+    shifted = table[:100 - offset] @ rotation.T  # row p: M_δ PE[p]
     torch.testing.assert_close(shifted, table[offset:], atol=1e-5, rtol=0)
     # A rotation: lengths kept, so PE[p]·PE[p+k] depends on k only.
     dots = (table[:100 - offset] * table[offset:]).sum(-1)

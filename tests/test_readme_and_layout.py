@@ -26,6 +26,12 @@ def test_readme_syllabus_marks_exactly_the_lessons_that_exist():
             f"{'exists' if lesson.exists(ROOT) else 'does not exist'}")
 
 
+def test_readme_marks_exactly_the_optional_lessons():
+    rows = dict(re.findall(r"^\|\s*(\d\d)\s*\|([^|]*)\|", README, re.M))
+    for lesson in LESSONS:
+        assert ("(optional)" in rows[lesson.number]) == lesson.optional, lesson.number
+
+
 def test_every_notebook_is_in_the_syllabus():
     expected = {lesson.notebook for lesson in LESSONS}
     for path in (ROOT / "notebooks").glob("*.ipynb"):

@@ -11,7 +11,9 @@ from course_lib.experiments.bottleneck import (
     BOTTLENECK_STEPS,
     BottleneckSettings,
     checkpoint_path,
+    measured_translators,
     reproduce_bottleneck,
+    translator_config,
 )
 from course_lib.seeding import REPRODUCE_THREADS
 
@@ -60,6 +62,9 @@ def test_every_model_in_one_json_and_one_plot(tmp_path):
                                  cache_dir=tmp_path / "cache")
     assert again.result["models"]["bahdanau"] == result["models"]["bahdanau"]
     assert len(again.history) == result["models"]["bahdanau"]["epochs"]
+    # What a lesson draws before training is the architecture that was trained.
+    for name in BOTTLENECK_MODELS:
+        assert translator_config(name, seed=1) == run.models[name].config, name
 
 
 def test_a_changed_model_configuration_is_not_loaded_from_an_old_checkpoint(monkeypatch):
@@ -121,3 +126,15 @@ def test_attention_lands_on_the_aligned_word(headline):
 def test_every_luong_variant_beats_no_attention(headline):
     for name in ("luong-dot", "luong-general", "luong-concat", "luong-local"):
         assert headline[name]["bleu"] > headline["none"]["bleu"], (name, headline[name])
+
+
+def test_measured_translators_reads_the_full_profile_records_of_one_seed(tmp_path):
+    folder = tmp_path / "seed-2"
+    folder.mkdir()
+    record = {"bleu": 50.0, "bleu_by_length": {"1-10": 60.0}}
+    (folder / "bottleneck-none.json").write_text(json.dumps(
+        {"profile": "full", "models": {"none": record}}))
+    (folder / "bottleneck-bahdanau.json").write_text(json.dumps(
+        {"profile": "fast", "models": {"bahdanau": record}}))
+    assert measured_translators(2, tmp_path) == {"none": record}
+    assert measured_translators(0, tmp_path) == {}

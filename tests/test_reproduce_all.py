@@ -14,8 +14,15 @@ from course_lib.experiments.reproduce import (
     parse_seeds,
     planned_runs,
 )
+from course_lib.experiments.translation import TRANSLATORS
 
 from .reproduce_cli import run_reproduce, without_times
+
+
+def test_every_model_a_run_can_name_has_a_step_time(monkeypatch):
+    monkeypatch.setenv("COURSE_PROFILE", "full")
+    for name in TRANSLATORS:
+        assert estimate_seconds("bottleneck", name) > 0, name
 
 
 def test_seed_lists_and_ranges():

@@ -197,7 +197,7 @@ def test_multi_head_attention_rejects_bad_input():
     with pytest.raises(ValueError, match="implementation"):
         MultiHeadAttention(8, 2, implementation="flash")
     ours, _ = copied_pair()
-    with pytest.raises(ValueError, match=r"query of shape \(B, L, 16\)"):
+    with pytest.raises(ValueError, match=r"query of shape \(B, length, 16\)"):
         ours(torch.randn(2, 5, 8))
     with pytest.raises(ValueError, match=r"key_mask of shape \(2, 5\)"):
         ours(torch.randn(2, 5, 16), key_mask=torch.ones(2, 4, dtype=torch.bool))

@@ -1,33 +1,19 @@
+from dataclasses import replace
+
 import pytest
 import torch
 from torch import nn
 
 from course_lib.data.vocab import BOS_ID, EOS_ID, PAD_ID
 from course_lib.models.seq2seq import (
+    CONTEXT_MODES,
     Decoder,
     Encoder,
-    ScratchRNNCell,
     Seq2Seq,
     Seq2SeqConfig,
     sequence_loss,
 )
 from course_lib.train.loop import fit
-
-
-def test_scratch_rnn_cell_matches_torch_exactly():
-    torch.manual_seed(0)
-    ours, reference = ScratchRNNCell(5, 7), nn.RNNCell(5, 7)
-    ours.load_state_dict(reference.state_dict())
-    x, h = torch.randn(3, 4, 5), torch.zeros(3, 7)
-    h_ref = h.clone()
-    for t in range(4):
-        h, h_ref = ours(x[:, t], h), reference(x[:, t], h_ref)
-        torch.testing.assert_close(h, h_ref, rtol=1e-6, atol=1e-6)
-    torch.testing.assert_close(ours(x[:, 0]), reference(x[:, 0]), rtol=1e-6, atol=1e-6)
-    with pytest.raises(ValueError, match=r"\(B, 5\).*\(3, 4\)"):
-        ours(torch.zeros(3, 4))
-    with pytest.raises(ValueError, match=r"\(3, 7\)"):
-        ours(torch.zeros(3, 5), torch.zeros(3, 6))
 
 
 @pytest.mark.parametrize("cell", ["gru", "lstm"])
@@ -46,7 +32,7 @@ def test_encoder_never_reads_padding(cell, bidirectional):
     assert outputs[0, 3:].abs().max() == 0  # nothing computed at padded positions
 
 
-@pytest.mark.parametrize("context", ["init", "every_step", "both"])
+@pytest.mark.parametrize("context", ["init", "every_step", "first_step", "both"])
 def test_decoder_is_causal_and_uses_the_context(context):
     torch.manual_seed(0)
     config = Seq2SeqConfig(10, 12, embed_dim=6, hidden_size=8, context=context)
@@ -60,6 +46,27 @@ def test_decoder_is_causal_and_uses_the_context(context):
     torch.testing.assert_close(later[:, :4], logits[:, :4])  # no future leakage
     other, _ = decoder(tokens, c + 1)
     assert not torch.allclose(other[:, 0], logits[:, 0])  # the context matters from step one
+
+
+def test_first_step_reads_the_context_once_and_steps_agree_with_the_whole_sequence():
+    torch.manual_seed(0)
+    config = Seq2SeqConfig(10, 12, embed_dim=6, hidden_size=8, context="first_step")
+    decoder = Decoder(config).eval()
+    tokens, c = torch.randint(4, 12, (2, 6)), torch.randn(2, 8)
+    logits, _ = decoder(tokens, c)
+    # After the first step the context's slot holds zeros: the same as an every-step decoder
+    # (same weights) fed c at step one and zeros after.
+    every = Decoder(replace(config, context="every_step")).eval()
+    every.load_state_dict(decoder.state_dict())
+    first, state = every(tokens[:, :1], c)
+    rest, _ = every(tokens[:, 1:], torch.zeros_like(c), state)
+    torch.testing.assert_close(logits, torch.cat([first, rest], dim=1))
+    # Generating one step at a time (start=t) gives the same logits.
+    state, stepped = None, []
+    for t in range(tokens.shape[1]):
+        step_logits, state = decoder(tokens[:, t:t + 1], c, state, start=t)
+        stepped.append(step_logits)
+    torch.testing.assert_close(torch.cat(stepped, dim=1), logits)
 
 
 def test_sequence_loss_ignores_padding():
@@ -90,9 +97,10 @@ def copy_batches(n_batches=40, seed=0):
     return batches
 
 
-def test_model_learns_to_copy_short_sequences_exactly():
+@pytest.mark.parametrize("context", CONTEXT_MODES)
+def test_model_learns_to_copy_short_sequences_exactly(context):
     torch.manual_seed(0)
-    model = Seq2Seq(Seq2SeqConfig(8, 8, embed_dim=16, hidden_size=128))
+    model = Seq2Seq(Seq2SeqConfig(8, 8, embed_dim=16, hidden_size=128, context=context))
     batches = copy_batches(40)
     fit(model, torch.optim.Adam(model.parameters(), lr=5e-3), batches,
         lambda m, b: sequence_loss(m(b[0], b[1], b[2]), b[3]), epochs=15, device="cpu",

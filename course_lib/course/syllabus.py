@@ -17,6 +17,7 @@ class Lesson:
     slug: str
     title: str
     covers: str
+    optional: bool = False  # later lessons mention it but do not build on it
 
     @property
     def notebook(self) -> str:
@@ -41,7 +42,8 @@ LESSONS = (
     Lesson("05", "luong", "Luong (multiplicative) attention",
            "dot/general/concat scores, input feeding, global vs local attention"),
     Lesson("06", "hard_attention", "Hard attention revisited",
-           "REINFORCE with a baseline, straight-through Gumbel-softmax, gradient variance"),
+           "REINFORCE with a baseline, straight-through Gumbel-softmax, gradient variance",
+           optional=True),
     Lesson("07", "captioning", "Image captioning with a CNN encoder",
            "feature grids, Show-Attend-Tell, attention over image locations"),
     Lesson("08", "self_attention", "Self-attention and positional encoding",
@@ -56,11 +58,13 @@ LESSONS = (
 
 
 def course_map(root: Path = COURSE_ROOT):
-    """The lessons as a pandas DataFrame with an ``available`` column."""
+    """The lessons as a pandas DataFrame with ``path`` (core or optional) and ``available``
+    columns."""
     import pandas as pd
 
     return pd.DataFrame(
         [{"lesson": lesson.number, "title": lesson.title, "covers": lesson.covers,
+          "path": "optional" if lesson.optional else "core",
           "available": "yes" if lesson.exists(root) else "coming", "notebook": lesson.notebook}
          for lesson in LESSONS]
     ).set_index("lesson")

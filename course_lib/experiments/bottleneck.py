@@ -18,9 +18,11 @@ import torch
 
 from course_lib.data.corpus import Corpus, CorpusConfig, load_corpus
 from course_lib.device import get_device
+from course_lib.experiments.results_page import load_seeds
 from course_lib.experiments.runs import (
     DEFAULT_SEED,
     MODEL_CACHE,
+    RESULTS_DIR,
     cache_file,
     load_saved,
     run_metadata,
@@ -42,6 +44,7 @@ from course_lib.experiments.translation import (
     translator_class,
 )
 from course_lib.models import count_parameters
+from course_lib.models.seq2seq import Seq2Seq
 from course_lib.profile import by_profile
 from course_lib.seeding import REPRODUCE_THREADS, fixed_threads, seed_everything
 from course_lib.train.loop import History
@@ -150,7 +153,8 @@ def _train_and_measure(name: str, corpus: Corpus, vocabs: Vocabs,
         history, wall_s = train_translator(model, corpus, vocabs, settings.train, device,
                                            progress=progress, live_plot=live_plot)
         scores = evaluate_translator(model, corpus.test, vocabs)
-        alignment = None if name == "none" else evaluate_alignment(model, corpus.test, vocabs)
+        alignment = None if translator_class(name) is Seq2Seq else \
+            evaluate_alignment(model, corpus.test, vocabs)
     entry = translation_entry(scores, model, history, wall_s, alignment)
     return model, {"entry": entry, "history": history.records,
                    "hypotheses": scores["hypotheses"]}
@@ -166,6 +170,24 @@ def load_measured(name: str, corpus: Corpus, settings: BottleneckSettings, devic
         return None
     model, extra = saved
     return extra["entry"], model, History(records=extra["history"]), extra["hypotheses"]
+
+
+def measured_translators(seed: int = DEFAULT_SEED, results_dir: Path = RESULTS_DIR
+                         ) -> dict[str, dict]:
+    """The committed full-profile records of every translator measured with ``seed``
+    (``results/seed-N/bottleneck*.json``), keyed by model name: what a lesson can show without
+    training. Empty when nothing was measured with that seed."""
+    return load_seeds(results_dir).get(seed, {}).get("bottleneck", {}).get("models", {})
+
+
+def translator_config(name: str, seed: int = DEFAULT_SEED,
+                      settings: BottleneckSettings | None = None):
+    """The config of the model ``name`` that :func:`reproduce_bottleneck` trains with these
+    settings (vocabulary sizes from the corpus of ``seed``), without training it: what a lesson
+    draws before it trains."""
+    settings = settings or BottleneckSettings.for_profile(seed)
+    vocabs = build_vocabs(load_corpus(CorpusConfig(size=settings.corpus_size, seed=seed)))
+    return build_translator(name, vocabs, settings.hidden_size, settings.embed_dim).config
 
 
 def reproduce_bottleneck(models: str | tuple[str, ...] | list[str] = BOTTLENECK_MODELS,

@@ -53,10 +53,11 @@ DOCUMENTED_SEEDS = range(5)
 # Seconds of one training step on one torch thread of a 2-core laptop CPU (two runs side by side,
 # as `course reproduce all --jobs 2`), and the seconds of evaluation after training, per model:
 # used only to estimate how long a run will take.
-STEP_SECONDS = {"none": 0.36, "bahdanau": 0.65, "luong-dot": 0.45, "luong-general": 0.55,
-                "luong-concat": 0.65, "luong-local": 0.5, "luong-local-m": 0.5,
-                "luong-general-no-feeding": 0.5, "transformer": 0.28, "digits": 0.17,
-                "shapes": 0.25}
+STEP_SECONDS = {"none": 0.36, "none-init": 0.32, "none-every-step": 0.3,
+                "none-first-step": 0.3, "none-128": 0.1, "none-512": 1.2, "bahdanau": 0.65,
+                "luong-dot": 0.45, "luong-general": 0.55, "luong-concat": 0.65,
+                "luong-local": 0.5, "luong-local-m": 0.5, "luong-general-no-feeding": 0.5,
+                "transformer": 0.28, "digits": 0.17, "shapes": 0.25}
 EVALUATION_SECONDS = {"bottleneck": 30.0, "captioning": 15.0, "transformer": 150.0}
 
 

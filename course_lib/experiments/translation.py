@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import torch
 from torch import nn
@@ -97,9 +97,25 @@ def evaluate_translator(model: nn.Module, pairs: list[dict], vocabs: Vocabs) -> 
             "hypotheses": hypotheses}
 
 
-def no_attention_model(vocabs: Vocabs, hidden_size: int = 256, embed_dim: int = 128) -> Seq2Seq:
-    return Seq2Seq(Seq2SeqConfig(len(vocabs.src), len(vocabs.tgt), embed_dim=embed_dim,
-                                 hidden_size=hidden_size, context="both"))
+def no_attention_model(vocabs: Vocabs, hidden_size: int = 256, embed_dim: int = 128,
+                       changes: dict | None = None) -> Seq2Seq:
+    """The GRU encoder–decoder without attention (context handed over as the initial state and
+    at every step), with ``changes`` to its :class:`Seq2SeqConfig` applied."""
+    config = Seq2SeqConfig(len(vocabs.src), len(vocabs.tgt), embed_dim=embed_dim,
+                           hidden_size=hidden_size, context="both")
+    return Seq2Seq(replace(config, **(changes or {})))
+
+
+# The no-attention model and its variants by name: lesson 02 compares the four ways of handing
+# the context over, lesson 03 makes the context vector (the state) narrower and wider.
+NO_ATTENTION_MODELS = {
+    "none": {},
+    "none-init": {"context": "init"},
+    "none-every-step": {"context": "every_step"},
+    "none-first-step": {"context": "first_step"},
+    "none-128": {"hidden_size": 128},
+    "none-512": {"hidden_size": 512},
+}
 
 
 # The attention models of lessons 04-05 by name. "luong-local" is Luong et al.'s best
@@ -120,7 +136,7 @@ ATTENTION_MODELS = {
     "luong-general-no-feeding": dict(attention="luong", score="general", input_feeding=False,
                                      **_SCALED),
 }
-TRANSLATORS = ("none", *ATTENTION_MODELS)
+TRANSLATORS = (*NO_ATTENTION_MODELS, *ATTENTION_MODELS)
 # What `course reproduce bottleneck` trains by default: the models of the headline figure.
 HEADLINE_MODELS = ("none", "bahdanau", "luong-dot", "luong-general", "luong-concat",
                    "luong-local")
@@ -129,18 +145,18 @@ HEADLINE_MODELS = ("none", "bahdanau", "luong-dot", "luong-general", "luong-conc
 def translator_class(name: str) -> type[nn.Module]:
     if name not in TRANSLATORS:
         raise ValueError(f"unknown model {name!r}; available: {', '.join(TRANSLATORS)}")
-    return Seq2Seq if name == "none" else AttentionSeq2Seq
+    return Seq2Seq if name in NO_ATTENTION_MODELS else AttentionSeq2Seq
 
 
 def build_translator(name: str, vocabs: Vocabs, hidden_size: int = 256,
                      embed_dim: int = 128) -> nn.Module:
-    """A fresh model by name: ``"none"`` (no attention) or one of :data:`ATTENTION_MODELS`.
+    """A fresh model by name: one of :data:`NO_ATTENTION_MODELS` or :data:`ATTENTION_MODELS`.
 
     Attention models get a bidirectional encoder with ``hidden_size / 2`` units per direction,
     so that annotations and decoder states both have ``hidden_size`` numbers.
     """
     if translator_class(name) is Seq2Seq:
-        return no_attention_model(vocabs, hidden_size, embed_dim)
+        return no_attention_model(vocabs, hidden_size, embed_dim, NO_ATTENTION_MODELS[name])
     return AttentionSeq2Seq(AttentionSeq2SeqConfig(
         len(vocabs.src), len(vocabs.tgt), embed_dim=embed_dim, hidden_size=hidden_size,
         **ATTENTION_MODELS[name]))

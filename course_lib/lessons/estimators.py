@@ -1,10 +1,10 @@
 """Lesson 06's comparison of gradient estimators for hard attention.
 
 The loss of a hard choice has no gradient along the sampled path. REINFORCE (Williams, 1992)
-uses ``∇_θ E_i[L(i)] = E_i[(L(i) − b) ∇_θ log a_i]``, unbiased for any baseline ``b`` that does
+uses ``∇_θ E_j[ℒ(j)] = E_j[(ℒ(j) − b) ∇_θ log a_j]``, unbiased for any baseline ``b`` that does
 not depend on the sample; straight-through Gumbel-softmax back-propagates through
-``softmax((e + g)/τ)`` as if it were the one-hot draw: low variance, but biased. This module
-trains the pointer network with each estimator and measures the bias and variance of their
+``ã = softmax((e + g)/τ)`` as if it were the one-hot draw ``â``: low variance, but biased. This
+module trains the pointer network with each estimator and measures the bias and variance of their
 gradients against the exact one.
 """
 
@@ -69,18 +69,19 @@ def train_pointer(estimator: str, steps: int = 400, batch_size: int = 64, lr: fl
 
 def expected_loss(model: PointerNet, task: PointerTask) -> torch.Tensor:
     """The objective the hard estimators estimate, computed exactly by enumerating the items:
-    ``mean_b Σ_i a_bi · L_b(i)``, ``L_b(i)`` the loss when item i is read."""
-    scores = model.scores(task.query, task.keys)  # (B, N)
-    logits = model.out(model.values(task.labels))  # (B, N, C): the answer for every choice
+    the mean over the batch of ``Σ_j a_j · ℒ(j)``, ``ℒ(j)`` the loss when item j is read."""
+    scores = model.scores(task.query, task.keys)  # (B, S)
+    logits = model.out(model.values(task.labels))  # (B, S, C): the answer for every choice
     losses = nn.functional.cross_entropy(
-        logits.reshape(-1, logits.shape[-1]),  # (B·N, C)
-        task.target.repeat_interleave(task.labels.shape[1]),  # (B·N,)
-        reduction="none").reshape(task.labels.shape)  # (B, N)
+        logits.reshape(-1, logits.shape[-1]),  # (B·S, C)
+        task.target.repeat_interleave(task.labels.shape[1]),  # (B·S,)
+        reduction="none").reshape(task.labels.shape)  # (B, S)
     return (torch.softmax(scores, dim=-1) * losses).sum(-1).mean()
 
 
 def score_gradient(model: PointerNet, loss: torch.Tensor) -> torch.Tensor:
-    """The gradient of ``loss`` with respect to the score matrix W, flattened: (d·d,)."""
+    """The gradient of ``loss`` with respect to the score matrix (the layer ``W``, which stores
+    W_gᵀ), flattened: (d·d,)."""
     (gradient,) = torch.autograd.grad(loss, model.W.weight)
     return gradient.flatten()  # (d·d,)
 
@@ -88,7 +89,7 @@ def score_gradient(model: PointerNet, loss: torch.Tensor) -> torch.Tensor:
 def gradient_samples(model: PointerNet, task: PointerTask, estimator: str, n_samples: int,
                      baseline: float = 0.0, temperature: float = 1.0,
                      seed: int = 0) -> torch.Tensor:
-    """``n_samples`` independent estimates of ∇_W of the training loss with ``estimator``
+    """``n_samples`` independent estimates of ∇_{W_g} of the training loss with ``estimator``
     (``"reinforce"`` with a constant ``baseline``, ``"gumbel"`` with ``temperature``, or
     ``"soft"``) at the model's current weights. Shapes: -> (n_samples, d·d)."""
     if estimator not in ESTIMATORS:
@@ -96,8 +97,8 @@ def gradient_samples(model: PointerNet, task: PointerTask, estimator: str, n_sam
     generator = make_generator(seed)
     samples = []
     for _ in range(n_samples):
-        scores = model.scores(task.query, task.keys)  # (B, N)
-        values = model.values(task.labels)  # (B, N, V)
+        scores = model.scores(task.query, task.keys)  # (B, S)
+        values = model.values(task.labels)  # (B, S, d_v)
         weights, log_prob = attention_weights(scores, estimator, temperature, generator)
         logits = model.out((weights.unsqueeze(1) @ values).squeeze(1))  # (B, C)
         losses = nn.functional.cross_entropy(logits, task.target, reduction="none")
@@ -111,7 +112,7 @@ def estimator_statistics(samples: torch.Tensor, exact: torch.Tensor) -> dict[str
     """Bias and spread of gradient estimates against the exact gradient.
 
     ``relative_bias = ‖mean − exact‖ / ‖exact‖``; ``variance`` = total variance
-    ``Σ_k Var(ĝ_k)`` (the expected squared distance of one estimate from the mean);
+    ``Σ_i Var(ĝ_i)`` (the expected squared distance of one estimate from the mean);
     ``relative_std = sqrt(variance) / ‖exact‖``. Shapes: (n, P), (P,).
     """
     if samples.dim() != 2 or samples.shape[1:] != exact.shape:

@@ -1,5 +1,5 @@
 """Nadaraya–Watson kernel regression, lesson 03: soft attention with the score
-``−(x − x_i)² / (2h²)`` over training points, whose values are their targets."""
+``−(x − x_j)² / (2σ²)`` over training points, whose values are their targets."""
 
 from __future__ import annotations
 
@@ -19,8 +19,8 @@ def regression_function(x: torch.Tensor) -> torch.Tensor:
 
 def make_regression_data(n: int = 50, *, noise: float = 0.5, low: float = 0.0,
                          high: float = 5.0, seed: int = 0) -> tuple[torch.Tensor, torch.Tensor]:
-    """Noisy samples of :func:`regression_function`: ``x_i ~ U(low, high)`` (sorted),
-    ``y_i = f(x_i) + ε_i``, ``ε_i ~ N(0, noise²)``.
+    """Noisy samples of :func:`regression_function`: ``x_j ~ U(low, high)`` (sorted),
+    ``y_j = f(x_j) + ε_j``, ``ε_j ~ N(0, noise²)``.
 
     Shapes: returns ``x`` (n,) and ``y`` (n,), float32 on the CPU.
     """
@@ -40,14 +40,14 @@ def nadaraya_watson(x_query: torch.Tensor, x_train: torch.Tensor, y_train: torch
                     ) -> tuple[torch.Tensor, torch.Tensor]:
     """Nadaraya–Watson kernel regression as attention pooling:
 
-    ``f(x) = Σ_i a_i(x) y_i``, ``a_i(x) = softmax_i(−(x − x_i)² / (2h²))``,
+    ``f(x) = Σ_j a_j(x) y_j``, ``a_j(x) = softmax_j(−(x − x_j)² / (2σ²))``, ``σ = bandwidth``,
 
-    i.e. soft attention whose query is ``x``, whose keys are the ``x_i`` and whose values are the
-    ``y_i``, with a Gaussian kernel of bandwidth ``h`` as the score. As ``h → 0`` it returns the
-    nearest neighbour's ``y``; as ``h → ∞`` the global mean of ``y`` (``h = inf`` is allowed).
+    i.e. soft attention whose query is ``x``, whose keys are the ``x_j`` and whose values are the
+    ``y_j``, with a Gaussian kernel of bandwidth ``σ`` as the score. As ``σ → 0`` it returns the
+    nearest neighbour's ``y``; as ``σ → ∞`` the global mean of ``y`` (``σ = inf`` is allowed).
 
-    Shapes: ``x_query`` (M,), ``x_train`` (N,), ``y_train`` (N,) or (N, C), ``mask`` (M, N) or
-    (N,) bool -> predictions (M,) or (M, C), weights (M, N).
+    Shapes: ``x_query`` (T,), ``x_train`` (S,), ``y_train`` (S,) or (S, C), ``mask`` (T, S) or
+    (S,) bool -> predictions (T,) or (T, C), weights (T, S).
     """
     if not bandwidth > 0:
         raise ValueError(f"bandwidth must be > 0, got {bandwidth}")
@@ -61,26 +61,26 @@ def nadaraya_watson(x_query: torch.Tensor, x_train: torch.Tensor, y_train: torch
                                                   (x_train.shape[0],)):
         raise ValueError(f"mask must have shape (M, N) = ({x_query.shape[0]}, "
                          f"{x_train.shape[0]}) or (N,), got {shape_of(mask)}")
-    squared = (x_query.unsqueeze(1) - x_train.unsqueeze(0)).pow(2)  # (M, 1) - (1, N) -> (M, N)
+    squared = (x_query.unsqueeze(1) - x_train.unsqueeze(0)).pow(2)  # (T, 1) - (1, S) -> (T, S)
     # Softmax ignores a shift per row: subtracting each row's smallest allowed distance keeps the
-    # nearest point's score at exactly 0, so even a tiny h gives the nearest neighbour, not NaN.
+    # nearest point's score at exactly 0, so even a tiny σ gives the nearest neighbour, not NaN.
     allowed = squared if mask is None else squared.masked_fill(~mask, math.inf)
-    nearest = allowed.amin(dim=-1, keepdim=True)  # (M, 1)
+    nearest = allowed.amin(dim=-1, keepdim=True)  # (T, 1)
     nearest = torch.where(torch.isfinite(nearest), nearest, torch.zeros_like(nearest))
-    denominator = max(2 * bandwidth**2, torch.finfo(squared.dtype).tiny)  # h = inf gives inf
-    scores = -(squared - nearest) / denominator  # (M, N), all <= 0
-    weights = masked_softmax(scores, mask)  # (M, N)
-    predictions = weights @ y_train  # (M, N) @ (N,) or (N, C) -> (M,) or (M, C)
+    denominator = max(2 * bandwidth**2, torch.finfo(squared.dtype).tiny)  # σ = inf gives inf
+    scores = -(squared - nearest) / denominator  # (T, S), all <= 0
+    weights = masked_softmax(scores, mask)  # (T, S)
+    predictions = weights @ y_train  # (T, S) @ (S,) or (S, C) -> (T,) or (T, C)
     return predictions, weights
 
 
 def leave_one_out_error(x: torch.Tensor, y: torch.Tensor, bandwidth: float) -> float:
-    """Mean squared error of predicting each ``y_i`` from all the other points,
-    ``mean_i (y_i − f_{−i}(x_i))²``: the diagonal of the attention mask is False, so no point
-    looks at itself. A fair way to choose the bandwidth. Shapes: ``x`` (N,), ``y`` (N,)."""
+    """Mean squared error of predicting each ``y_j`` from all the other points,
+    ``mean_j (y_j − f_{−j}(x_j))²``: the diagonal of the attention mask is False, so no point
+    looks at itself. A fair way to choose the bandwidth. Shapes: ``x`` (S,), ``y`` (S,)."""
     if x.shape[0] < 2:
         raise ValueError(f"leave-one-out needs at least 2 points, got {x.shape[0]}")
-    not_self = ~torch.eye(x.shape[0], dtype=torch.bool, device=x.device)  # (N, N)
+    not_self = ~torch.eye(x.shape[0], dtype=torch.bool, device=x.device)  # (S, S)
     predictions, _ = nadaraya_watson(x, x, y, bandwidth, mask=not_self)
     return (predictions - y).pow(2).mean().item()
 

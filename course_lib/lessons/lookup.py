@@ -1,14 +1,16 @@
 """Attention as a lookup: the prototypes of lesson 03.
 
-A query is compared with the key of every item in a set; the comparison decides how much of
-each item's value comes back.
+A query ``q`` is compared with the key ``k_j`` of every item ``j = 1..S`` of a set; the
+comparison decides how much of each item's value ``v_j`` comes back. Vectors are columns and
+``K`` holds the keys as rows, so the scores are ``K q``; the code stores a batch of queries as the
+rows of a (B, d) tensor.
 
 - *Soft* attention returns a convex combination of the values,
-  ``a = softmax(K q / τ)``, ``output = Σ_i a_i v_i``; it is differentiable in ``q`` and ``K``.
-- *Hard* attention returns the single best item, ``output = v_{argmax_i k_i·q}``; its output is
-  piecewise constant in ``q``, so its gradient is zero almost everywhere.
+  ``a = softmax(K q / τ)``, ``output = Σ_j a_j v_j``; it is differentiable in ``q`` and ``K``.
+- *Hard* attention returns the single best item, ``output = v_{j*}``, ``j* = argmax_j k_j·q``;
+  its output is piecewise constant in ``q``, so its gradient is zero almost everywhere.
 - *Stochastic* hard attention samples one item with probabilities ``a`` by the Gumbel-max trick,
-  ``i = argmax_i (log a_i + g_i)``, ``g_i ~ Gumbel(0, 1)``.
+  ``j* = argmax_j (log a_j + g_j)``, ``g_j ~ Gumbel(0, 1)``.
 
 Nadaraya–Watson kernel regression (:mod:`course_lib.lessons.kernel_regression`) and a document
 that answers questions (:mod:`course_lib.lessons.document_qa`) are the lesson's other two
@@ -40,76 +42,76 @@ def check_lookup_shapes(query: torch.Tensor, keys: torch.Tensor, values: torch.T
                         mask: torch.Tensor | None = None) -> tuple[int, int, int]:
     """Raise ``ValueError`` naming expected and actual shapes unless they fit together.
 
-    Shapes: ``query`` (B, d), ``keys`` (B, N, d), ``values`` (B, N, d_v), ``mask`` (B, N) bool.
-    Returns ``(B, N, d)``.
+    Shapes: ``query`` (B, d), ``keys`` (B, S, d), ``values`` (B, S, d_v), ``mask`` (B, S) bool.
+    Returns ``(B, S, d)``.
     """
     if keys.dim() != 3:
-        raise ValueError(f"keys must have shape (B, N, d), got {shape_of(keys)}")
+        raise ValueError(f"keys must have shape (B, S, d), got {shape_of(keys)}")
     batch, items, dim = keys.shape
     if shape_of(query) != (batch, dim):
         raise ValueError(f"query must have shape (B, d) = ({batch}, {dim}) to match keys "
                          f"{shape_of(keys)}, got {shape_of(query)}")
     if values.dim() != 3 or shape_of(values)[:2] != (batch, items):
-        raise ValueError(f"values must have shape (B, N, d_v) = ({batch}, {items}, d_v) to match "
+        raise ValueError(f"values must have shape (B, S, d_v) = ({batch}, {items}, d_v) to match "
                          f"keys {shape_of(keys)}, got {shape_of(values)}")
-    check_mask(mask, (batch, items), "(B, N)")
+    check_mask(mask, (batch, items), "(B, S)")
     return batch, items, dim
 
 
 def lookup_scores(query: torch.Tensor, keys: torch.Tensor,
                   temperature: float = 1.0) -> torch.Tensor:
-    """Dot-product match of the query with every key, ``e_i = k_i · q / τ``.
+    """Dot-product match of the query with every key, ``e_j = k_j · q / τ``.
 
-    Shapes: ``query`` (B, d), ``keys`` (B, N, d) -> scores (B, N).
+    Shapes: ``query`` (B, d), ``keys`` (B, S, d) -> scores (B, S).
     """
     check_temperature(temperature)
     if keys.dim() != 3 or shape_of(query) != (keys.shape[0], keys.shape[2]):
-        raise ValueError(f"query (B, d) and keys (B, N, d) do not fit: got query "
+        raise ValueError(f"query (B, d) and keys (B, S, d) do not fit: got query "
                          f"{shape_of(query)} and keys {shape_of(keys)}")
-    scores = keys @ query.unsqueeze(-1)  # (B, N, d) @ (B, d, 1) -> (B, N, 1)
-    return scores.squeeze(-1) / temperature  # (B, N)
+    scores = keys @ query.unsqueeze(-1)  # (B, S, d) @ (B, d, 1) -> (B, S, 1)
+    return scores.squeeze(-1) / temperature  # (B, S)
 
 
 def soft_attention(query: torch.Tensor, keys: torch.Tensor, values: torch.Tensor, *,
                    mask: torch.Tensor | None = None,
                    temperature: float = 1.0) -> tuple[torch.Tensor, torch.Tensor]:
-    """Soft attention pooling: ``a = softmax(K q / τ)``, ``output = Σ_i a_i v_i = Vᵀ a``.
+    """Soft attention pooling: ``a = softmax(K q / τ)``, ``output = Σ_j a_j v_j = Vᵀ a``.
 
     The output is a convex combination of the values (weights ≥ 0, summing to one) and is
     differentiable in the query, the keys and the values. Lower ``τ`` sharpens the weights
     towards the best match; higher ``τ`` flattens them towards the plain mean.
 
-    Shapes: ``query`` (B, d), ``keys`` (B, N, d), ``values`` (B, N, d_v), ``mask`` (B, N) bool
-    -> output (B, d_v), weights (B, N).
+    Shapes: ``query`` (B, d), ``keys`` (B, S, d), ``values`` (B, S, d_v), ``mask`` (B, S) bool
+    -> output (B, d_v), weights (B, S).
     """
     check_lookup_shapes(query, keys, values, mask)
-    weights = masked_softmax(lookup_scores(query, keys, temperature), mask)  # (B, N)
-    output = (weights.unsqueeze(1) @ values).squeeze(1)  # (B, 1, N) @ (B, N, d_v) -> (B, d_v)
+    weights = masked_softmax(lookup_scores(query, keys, temperature), mask)  # (B, S)
+    output = (weights.unsqueeze(1) @ values).squeeze(1)  # (B, 1, S) @ (B, S, d_v) -> (B, d_v)
     return output, weights
 
 
 def _one_hot_output(index: torch.Tensor, values: torch.Tensor, scores: torch.Tensor,
                     mask: torch.Tensor | None) -> tuple[torch.Tensor, torch.Tensor]:
     """One-hot weights at ``index`` (zero for fully masked rows) and the values they select."""
-    weights = torch.zeros_like(scores).scatter(-1, index.unsqueeze(-1), 1.0)  # (B, N)
+    weights = torch.zeros_like(scores).scatter(-1, index.unsqueeze(-1), 1.0)  # (B, S)
     if mask is not None:
         weights = weights * mask.any(dim=-1, keepdim=True)  # fully masked rows -> all zeros
-    output = (weights.unsqueeze(1) @ values).squeeze(1)  # (B, 1, N) @ (B, N, d_v) -> (B, d_v)
+    output = (weights.unsqueeze(1) @ values).squeeze(1)  # (B, 1, S) @ (B, S, d_v) -> (B, d_v)
     return output, weights
 
 
 def hard_attention(query: torch.Tensor, keys: torch.Tensor, values: torch.Tensor, *,
                    mask: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor]:
-    """Hard attention: ``i* = argmax_i k_i · q`` over allowed items, ``output = v_{i*}``.
+    """Hard attention: ``j* = argmax_j k_j · q`` over allowed items, ``output = v_{j*}``.
 
     The weights are one-hot. ``argmax`` is piecewise constant in the query, so no gradient
     reaches the query or the keys (autograd sees no path). Ties go to the first best item.
 
-    Shapes: ``query`` (B, d), ``keys`` (B, N, d), ``values`` (B, N, d_v), ``mask`` (B, N) bool
-    -> output (B, d_v), one-hot weights (B, N).
+    Shapes: ``query`` (B, d), ``keys`` (B, S, d), ``values`` (B, S, d_v), ``mask`` (B, S) bool
+    -> output (B, d_v), one-hot weights (B, S).
     """
     check_lookup_shapes(query, keys, values, mask)
-    scores = lookup_scores(query, keys).detach()  # (B, N); argmax has no gradient anyway
+    scores = lookup_scores(query, keys).detach()  # (B, S); argmax has no gradient anyway
     if mask is not None:
         scores = scores.masked_fill(~mask, -math.inf)
     return _one_hot_output(scores.argmax(dim=-1), values, scores, mask)
@@ -119,17 +121,17 @@ def sample_hard_attention(query: torch.Tensor, keys: torch.Tensor, values: torch
                           generator: torch.Generator | None = None,
                           mask: torch.Tensor | None = None,
                           temperature: float = 1.0) -> tuple[torch.Tensor, torch.Tensor]:
-    """Stochastic hard attention: draw ``i ~ a = softmax(K q / τ)`` with Gumbel noise,
-    ``i = argmax_i (log a_i + g_i)``, and return ``v_i``.
+    """Stochastic hard attention: draw ``j* ~ a = softmax(K q / τ)`` with Gumbel noise,
+    ``j* = argmax_j (log a_j + g_j)``, and return ``v_{j*}``.
 
-    On average the output equals soft attention's, ``E[v_i] = Σ_i a_i v_i``, but each draw is
-    one whole item. Pass a seeded ``torch.Generator`` for repeatable draws.
+    On average the output equals soft attention's, ``E[v_{j*}] = Σ_j a_j v_j``, but each draw
+    is one whole item. Pass a seeded ``torch.Generator`` for repeatable draws.
 
-    Shapes: ``query`` (B, d), ``keys`` (B, N, d), ``values`` (B, N, d_v), ``mask`` (B, N) bool
-    -> output (B, d_v), one-hot weights (B, N).
+    Shapes: ``query`` (B, d), ``keys`` (B, S, d), ``values`` (B, S, d_v), ``mask`` (B, S) bool
+    -> output (B, d_v), one-hot weights (B, S).
     """
     check_lookup_shapes(query, keys, values, mask)
-    scores = lookup_scores(query, keys, temperature).detach()  # (B, N)
+    scores = lookup_scores(query, keys, temperature).detach()  # (B, S)
     index = gumbel_max_sample(scores, mask=mask, generator=generator)  # (B,)
     return _one_hot_output(index, values, scores, mask)
 
@@ -143,7 +145,7 @@ def sample_hard_attention(query: torch.Tensor, keys: torch.Tensor, values: torch
 class LookupTask:
     """Sets of items and one query per set; the answer is the value of item ``targets[b]``.
 
-    Shapes: ``keys`` (B, N, d), ``values`` (B, N, d_v), ``queries`` (B, d), ``targets`` (B,).
+    Shapes: ``keys`` (B, S, d), ``values`` (B, S, d_v), ``queries`` (B, d), ``targets`` (B,).
     """
 
     keys: torch.Tensor
@@ -162,8 +164,8 @@ class LookupTask:
 
 
 def random_rotation(dim: int, *, generator: torch.Generator | None = None) -> torch.Tensor:
-    """A random orthogonal matrix ``R`` (``Rᵀ R = I``), from the QR decomposition of a Gaussian
-    matrix with the signs fixed so that it is uniformly distributed. Shape: (dim, dim)."""
+    """A random orthogonal matrix (its transpose is its inverse), from the QR decomposition of a
+    Gaussian matrix with the signs fixed so that it is uniformly distributed. Shape: (dim, dim)."""
     gaussian = torch.randn(dim, dim, generator=generator)
     q, r = torch.linalg.qr(gaussian)
     return q * torch.sign(torch.diagonal(r)).unsqueeze(0)  # (dim, dim)
@@ -172,16 +174,17 @@ def random_rotation(dim: int, *, generator: torch.Generator | None = None) -> to
 def make_lookup_task(n_examples: int = 256, n_items: int = 8, dim: int = 16,
                      value_dim: int | None = None, *, noise: float = 0.3,
                      rotate: bool = False, seed: int = 0) -> LookupTask:
-    """Generate a key–query lookup task: each set holds ``n_items`` random keys ``k_i`` (unit
-    length on average) with random values ``v_i``; the query is a noisy copy of one key,
-    ``q = k_t + ε``, ``ε ~ N(0, noise² / d)``, and the answer is ``v_t``.
+    """Generate a key–query lookup task: each set holds ``S = n_items`` random keys ``k_j`` (unit
+    length on average) with random values ``v_j``; the query is a noisy copy of the key of one
+    item ``j*``, ``q = k_{j*} + ε``, ``ε ~ N(0, noise² / d)``, and the answer is ``v_{j*}``.
 
-    With ``rotate=True`` the query lives in another coordinate system, ``q = (k_t + ε) R`` for one
-    random rotation ``R`` shared by the whole task: plain dot products no longer find the item,
-    but a learned query map ``W = Rᵀ`` does (see :func:`train_query_map`).
+    With ``rotate=True`` the query lives in another coordinate system, ``q = R (k_{j*} + ε)``
+    for one random rotation ``R`` shared by the whole task (the code multiplies the rows of the
+    queries by ``Rᵀ``, drawn by :func:`random_rotation`): plain dot products no longer find the
+    item, but a learned query map ``W = Rᵀ`` does (see :func:`train_query_map`).
 
-    Shapes: returns a :class:`LookupTask` of CPU tensors, ``keys`` (B, N, d), ``values``
-    (B, N, d_v), ``queries`` (B, d), ``targets`` (B,) int64.
+    Shapes: returns a :class:`LookupTask` of CPU tensors, ``keys`` (B, S, d), ``values``
+    (B, S, d_v), ``queries`` (B, d), ``targets`` (B,) int64.
     """
     if n_examples < 1 or n_items < 1 or dim < 1:
         raise ValueError(f"n_examples, n_items and dim must be at least 1, got {n_examples}, "
@@ -196,12 +199,13 @@ def make_lookup_task(n_examples: int = 256, n_items: int = 8, dim: int = 16,
     queries = keys[torch.arange(n_examples), targets]  # (B, d)
     queries = queries + noise / math.sqrt(dim) * torch.randn(queries.shape, generator=generator)
     if rotate:
-        queries = queries @ random_rotation(dim, generator=generator)  # (B, d)
+        queries = queries @ random_rotation(dim, generator=generator)  # (B, d): rows times Rᵀ
     return LookupTask(keys=keys, values=values, queries=queries, targets=targets)
 
 
 def lookup_loss(output: torch.Tensor, task: LookupTask) -> torch.Tensor:
-    """Mean squared distance to the right answer, ``L = mean_b ‖output_b − v_{t_b}‖²``."""
+    """Mean squared distance to the right answer, ``ℒ = mean_b ‖output_b − v_{j*_b}‖²``, where
+    ``j*_b = targets[b]``."""
     return (output - task.answers).pow(2).sum(dim=-1).mean()
 
 
@@ -214,10 +218,11 @@ def lookup_gradient_norms(task: LookupTask, *, temperature: float = 0.2,
                           eps: float = 1e-3) -> dict[str, float]:
     """How much the loss :func:`lookup_loss` of hard and soft attention changes with the query.
 
-    Measured twice: with autograd (``dL/dq``; for hard attention autograd finds no path from the
-    loss to the query, which counts as zero) and by central finite differences,
-    ``(L(q + ε e_j) − L(q − ε e_j)) / 2ε`` per coordinate ``j``, which needs no autograd at all.
-    Returns the mean over sets of the per-set gradient norm ``‖∂L_b/∂q_b‖``, for the keys
+    Measured twice: with autograd (``∂ℒ/∂q``; for hard attention autograd finds no path from the
+    loss to the query, which counts as zero) and by central finite differences, which move one
+    component ``q_i`` at a time by ``±ε`` (``ε = eps``),
+    ``∂ℒ/∂q_i ≈ (ℒ(…, q_i + ε, …) − ℒ(…, q_i − ε, …)) / 2ε``, and need no autograd at all.
+    Returns the mean over sets of the per-set gradient norm ``‖∂ℒ_b/∂q_b‖``, for the keys
     ``soft_autograd``, ``soft_finite_difference``, ``hard_autograd`` and
     ``hard_finite_difference``. Soft attention has a useful gradient; hard attention's is zero
     except in the rare set whose argmax flips within ``±ε``.
@@ -255,15 +260,16 @@ def lookup_gradient_norms(task: LookupTask, *, temperature: float = 0.2,
 
 def train_query_map(task: LookupTask, *, mode: str = "soft", steps: int = 100, lr: float = 0.5,
                     temperature: float = 0.1, seed: int = 0) -> tuple[list[float], torch.Tensor]:
-    """Learn a query map ``W`` by plain gradient descent, ``W ← W − η ∂L/∂W``, so that attention
-    with scores ``K (W q)`` returns the right answer; ``L`` is :func:`lookup_loss` of ``mode``
+    """Learn a query map ``W`` by plain gradient descent, ``W ← W − η ∂ℒ/∂W``, so that attention
+    with scores ``K (W q)`` returns the right answer; ``ℒ`` is :func:`lookup_loss` of ``mode``
     attention (``"soft"`` or ``"hard"``), and ``W`` starts small and random.
 
-    On a ``rotate=True`` task soft attention learns ``W ≈ c Rᵀ``; with hard attention the
-    gradient is zero, so ``W`` never moves and the loss stays where it started. Runs on the
-    task's device.
+    On a ``rotate=True`` task soft attention learns a multiple of ``Rᵀ`` (the ``R`` of
+    :func:`make_lookup_task`); with hard attention the gradient is zero, so ``W`` never moves
+    and the loss stays where it started. Runs on the task's device.
 
-    Shapes: ``W`` (d, d), applied as ``q ↦ q Wᵀ``. Returns the loss before every step and ``W``.
+    Shapes: ``W`` (d, d), applied to a column query as ``q ↦ W q`` (in code ``queries @ W.T``,
+    the queries being rows). Returns the loss before every step and ``W``.
     """
     if mode not in ("soft", "hard"):
         raise ValueError(f"mode must be 'soft' or 'hard', got {mode!r}")

@@ -1,21 +1,23 @@
 """Encoder–decoders with attention: Bahdanau et al. (2015) and Luong et al. (2015).
 
 Both read the source with a bidirectional RNN whose two directions have ``hidden_size / 2`` units
-each, so every annotation ``h_j = [h→_j; h←_j]`` has ``hidden_size`` numbers, the size of the
-decoder state (which the dot score needs). At every output step the decoder computes a fresh
-context ``c_t = Σ_j a_tj h_j``; the two families differ in when and how:
+each, so every annotation ``h_j = [h→_j; h←_j]`` has ``hidden_size`` (H) numbers, the size of the
+decoder state s_t (which the dot score needs). At every output step the decoder computes a fresh
+context ``c_t = Σ_j a_tj h_j``; the two families differ in when and how (symbols as in
+``docs/notation.md``; E[y] is the embedding of word y, d_e = ``embed_dim`` its size):
 
 Bahdanau (additive; the query is the *previous* state):
-    a_t = softmax_j(vᵀ tanh(W s_{t−1} + U h_j)),   c_t = Σ_j a_tj h_j
-    s_t = RNN([e(y_{t−1}); c_t], s_{t−1}),         p(y_t) = softmax(W_o [s_t; c_t; e(y_{t−1})])
+    a_t = softmax_j(vᵀ tanh(W s_{t−1} + U h_j + b)),   c_t = Σ_j a_tj h_j
+    s_t = RNN([E[y_{t−1}]; c_t], s_{t−1}),   p(y_t) = softmax(W_out [s_t; c_t; E[y_{t−1}]] + b_out)
 
-Luong (the query is the *current* state; input feeding passes h̃_{t−1} on):
-    h_t = RNN([e(y_{t−1}); h̃_{t−1}], h_{t−1}),     a_t = align(h_t, h_j) (dot, general, concat)
-    c_t = Σ_j a_tj h_j,   h̃_t = tanh(W_c [c_t; h_t]),   p(y_t) = softmax(W_s h̃_t)
-    local-m: window [t − D, t + D];  local-p: p_t = (S − 1)·sigmoid(v_pᵀ tanh(W_p h_t)), window
-    [p_t − D, p_t + D] with Gaussian weighting (see
+Luong (the query is the *current* state; input feeding passes s̃_{t−1} on):
+    s_t = RNN([E[y_{t−1}]; s̃_{t−1}], s_{t−1}),     a_t = align(s_t, h_j) (dot, general, concat)
+    c_t = Σ_j a_tj h_j,   s̃_t = tanh(W_c [c_t; s_t]),   p(y_t) = softmax(W_out s̃_t + b_out)
+    local-m: window [p_t − r, p_t + r] with p_t = t (at most S_b − 1);  local-p:
+    p_t = (S_b − 1)·sigmoid(v_pᵀ tanh(W_p s_t + b_p)), window [p_t − r, p_t + r] with a Gaussian
+    weighting of standard deviation r / 2 (r = ``window``; steps and positions count from 0; see
     :func:`course_lib.nn.attention.local_attention`).
-    ``scaled=True`` divides dot and general scores by √H (not in Luong et al.; see
+    ``scaled=True`` divides dot and general scores by √d_k, d_k = H (not in Luong et al.; see
     lesson 05 for why the course's Luong models use it).
 
 ``forward`` returns ``(logits, weights)``: the attention weights of every step, (B, T, S).
@@ -69,7 +71,7 @@ class AttentionSeq2SeqConfig:
         if self.attention == "luong" and self.score not in LUONG_SCORES:
             raise ValueError(f"Luong attention scores are {LUONG_SCORES}, got {self.score!r}")
         if self.scaled and self.score not in SCALABLE_SCORES:
-            raise ValueError(f"scaled=True divides dot or general scores by sqrt(H); got "
+            raise ValueError(f"scaled=True divides dot or general scores by sqrt(d_k); got "
                              f"score={self.score!r}")
         if self.local not in LOCAL_MODES:
             raise ValueError(f"local must be None, 'm' or 'p', got {self.local!r}")
@@ -77,7 +79,7 @@ class AttentionSeq2SeqConfig:
             raise ValueError(f"hidden_size must be even (half per encoder direction), got "
                              f"{self.hidden_size}")
         if self.window < 0:
-            raise ValueError(f"window D must be >= 0, got {self.window}")
+            raise ValueError(f"window r must be >= 0, got {self.window}")
 
 
 def _make_cell(kind: str, input_size: int, hidden_size: int) -> nn.RNNCellBase:
@@ -85,7 +87,7 @@ def _make_cell(kind: str, input_size: int, hidden_size: int) -> nn.RNNCellBase:
 
 
 def _hidden(state):
-    """The hidden vector of a GRU state h or an LSTM state (h, c)."""
+    """The decoder state s of a GRU state ``s`` or an LSTM state ``(s, m)`` (PyTorch's (h, c))."""
     return state[0] if isinstance(state, tuple) else state
 
 
@@ -101,7 +103,7 @@ class EncodedSource:
 
 
 class BahdanauDecoder(nn.Module):
-    """One step: attend with s_{t−1}, then update the state with [e(y_{t−1}); c_t]."""
+    """One step: attend with s_{t−1}, then update the state with [E[y_{t−1}]; c_t]."""
 
     def __init__(self, config: AttentionSeq2SeqConfig) -> None:
         super().__init__()
@@ -114,16 +116,17 @@ class BahdanauDecoder(nn.Module):
         return (start, torch.zeros_like(start)) if isinstance(self.cell, nn.LSTMCell) else start
 
     def step(self, embedded: torch.Tensor, state, source: EncodedSource, t: int):
-        """Shapes: ``embedded`` (B, E) -> features (B, 2H + E), new state, weights (B, S)."""
+        """Shapes: ``embedded`` E[y_{t−1}] (B, d_e) -> features [s_t; c_t; E[y_{t−1}]]
+        (B, 2H + d_e), new state, weights (B, S)."""
         weights = masked_softmax(self.score(_hidden(state), source.prepared), source.mask)
         context = attention_context(weights, source.annotations)  # (B, H)
         state = self.cell(torch.cat([embedded, context], dim=-1), state)
-        features = torch.cat([_hidden(state), context, embedded], dim=-1)  # (B, 2H + E)
+        features = torch.cat([_hidden(state), context, embedded], dim=-1)  # (B, 2H + d_e)
         return features, state, weights
 
 
 class LuongDecoder(nn.Module):
-    """One step: update the state, attend with h_t, then h̃_t = tanh(W_c [c_t; h_t])."""
+    """One step: update the state, attend with s_t, then s̃_t = tanh(W_c [c_t; s_t])."""
 
     def __init__(self, config: AttentionSeq2SeqConfig) -> None:
         super().__init__()
@@ -135,16 +138,16 @@ class LuongDecoder(nn.Module):
         self.combine = nn.Linear(2 * hidden, hidden, bias=False)  # W_c
         if config.local == "p":
             self.position = nn.Sequential(nn.Linear(hidden, hidden), nn.Tanh(),
-                                          nn.Linear(hidden, 1, bias=False))  # v_p, W_p
+                                          nn.Linear(hidden, 1, bias=False))  # W_p, b_p; v_p
         self.feature_size = hidden
 
     def initial_state(self, start: torch.Tensor):
         rnn_state = (start, torch.zeros_like(start)) if isinstance(self.cell, nn.LSTMCell) \
             else start
-        return rnn_state, torch.zeros_like(start)  # (RNN state, h̃_0 = 0)
+        return rnn_state, torch.zeros_like(start)  # (RNN state, s̃_0 = 0)
 
     def attend(self, query: torch.Tensor, source: EncodedSource, t: int) -> torch.Tensor:
-        """Global, local-m or local-p weights for the query h_t. Shapes: (B, H) -> (B, S)."""
+        """Global, local-m or local-p weights for the query s_t. Shapes: (B, H) -> (B, S)."""
         scores = self.score(query, source.prepared)  # (B, S)
         if self.config.local is None:
             return masked_softmax(scores, source.mask)
@@ -156,15 +159,16 @@ class LuongDecoder(nn.Module):
         return local_attention(scores, center, self.config.window, source.mask, gaussian=True)
 
     def step(self, embedded: torch.Tensor, state, source: EncodedSource, t: int):
-        """Shapes: ``embedded`` (B, E) -> features h̃_t (B, H), new state, weights (B, S)."""
+        """Shapes: ``embedded`` E[y_{t−1}] (B, d_e) -> features s̃_t (B, H), new state, weights
+        (B, S)."""
         rnn_state, previous_attentional = state
         inputs = (torch.cat([embedded, previous_attentional], dim=-1)
                   if self.config.input_feeding else embedded)
         rnn_state = self.cell(inputs, rnn_state)
-        query = _hidden(rnn_state)  # h_t, (B, H)
+        query = _hidden(rnn_state)  # s_t, (B, H)
         weights = self.attend(query, source, t)
         context = attention_context(weights, source.annotations)  # (B, H)
-        attentional = torch.tanh(self.combine(torch.cat([context, query], dim=-1)))  # h̃_t
+        attentional = torch.tanh(self.combine(torch.cat([context, query], dim=-1)))  # s̃_t
         return attentional, (rnn_state, attentional), weights
 
 
@@ -206,7 +210,7 @@ class AttentionSeq2Seq(nn.Module):
             raise ValueError(f"expected tgt_in of shape ({src.shape[0]}, T), got "
                              f"{tuple(tgt_in.shape)}")
         source, state = self.encode(src, src_lengths)
-        embedded = self.dropout(self.embed(tgt_in))  # (B, T, E)
+        embedded = self.dropout(self.embed(tgt_in))  # (B, T, d_e)
         features, weights = [], []
         for t in range(tgt_in.shape[1]):
             feature, state, weight = self.decoder.step(embedded[:, t], state, source, t)

@@ -1,21 +1,21 @@
-"""The pointer network of lesson 06: soft or hard attention over N items, trained to return the
+"""The pointer network of lesson 06: soft or hard attention over S items, trained to return the
 label of the item whose key the query copies.
 
-Soft attention reads a convex average of the values, ``c = Σ_i a_i v_i``. Hard attention reads
-ONE item, ``c = v_i`` with ``i ~ Categorical(a)``, ``a = softmax(e)``. The choice is discrete, so
+Soft attention reads a convex average of the values, ``c = Σ_j a_j v_j``. Hard attention reads
+ONE item, ``c = v_j`` with ``j ~ Categorical(a)``, ``a = softmax(e)``. The choice is discrete, so
 the loss has no gradient with respect to the scores ``e`` along the sampled path. Two ways out:
 
 - REINFORCE (Williams, 1992; used for hard attention by Mnih et al., 2014 and Xu et al., 2015):
-  ``∇_θ E_i[L(i)] = E_i[(L(i) − b) ∇_θ log a_i]``, unbiased for any baseline ``b`` that does not
+  ``∇_θ E_j[ℒ(j)] = E_j[(ℒ(j) − b) ∇_θ log a_j]``, unbiased for any baseline ``b`` that does not
   depend on the sample; a good ``b`` (here a moving average of the loss) lowers the variance.
 - Straight-through Gumbel-softmax (Jang et al., 2017; Maddison et al., 2017): draw
-  ``i = argmax_i(e_i + g_i)`` with Gumbel noise ``g``, use the one-hot ``z`` going forward, and
-  back-propagate through ``y = softmax((e + g)/τ)`` as if ``z = y``: low variance, but biased.
+  ``j = argmax_j(e_j + g_j)`` with Gumbel noise ``g``, use the one-hot ``â`` going forward, and
+  back-propagate through ``ã = softmax((e + g)/τ)`` as if ``â = ã``: low variance, but biased.
 
 The gradient estimators compared are :mod:`course_lib.lessons.estimators`; the sampling is
-:mod:`course_lib.nn.gumbel`. The task is a pointer lookup where one item suffices: N items
+:mod:`course_lib.nn.gumbel`. The task is a pointer lookup where one item suffices: S items
 carry random keys and distinct labels, the query is a noisy copy of one item's key, and the
-answer is that item's label.
+answer is that item's label. Symbols as in ``docs/notation.md``.
 """
 
 from __future__ import annotations
@@ -41,7 +41,7 @@ DEFAULT_CLASSES = 16
 
 @dataclass
 class PointerTask:
-    """Shapes: ``query`` (n, d), ``keys`` (n, N, d), ``labels`` (n, N) (distinct in a row),
+    """Shapes: ``query`` (n, d), ``keys`` (n, S, d), ``labels`` (n, S) (distinct in a row),
     ``target_index`` (n,), ``target`` (n,) = ``labels[row, target_index]``. CPU tensors."""
 
     query: torch.Tensor
@@ -60,7 +60,7 @@ class PointerTask:
 
 def pointer_task(n: int = 512, n_items: int = 8, dim: int = 16, n_classes: int = DEFAULT_CLASSES,
                  noise: float = 0.3, seed: int | torch.Generator = 0) -> PointerTask:
-    """``n`` lookups: the query is ``k_target + noise · ε`` and the answer the target's label."""
+    """``n`` lookups: the query is ``k_j* + noise · ε`` and the answer the target j*'s label."""
     if n < 1 or n_items < 2 or dim < 1 or noise < 0:
         raise ValueError(f"need n >= 1, n_items >= 2, dim >= 1, noise >= 0; got n={n}, "
                          f"n_items={n_items}, dim={dim}, noise={noise}")
@@ -69,7 +69,7 @@ def pointer_task(n: int = 512, n_items: int = 8, dim: int = 16, n_classes: int =
                          f">= n_items ({n_items})")
     generator = make_generator(seed) if isinstance(seed, int) else seed
     keys = torch.randn(n, n_items, dim, generator=generator)
-    labels = torch.rand(n, n_classes, generator=generator).argsort(dim=1)[:, :n_items]  # (n, N)
+    labels = torch.rand(n, n_classes, generator=generator).argsort(dim=1)[:, :n_items]  # (n, S)
     target_index = torch.randint(n_items, (n,), generator=generator)
     rows = torch.arange(n)
     query = keys[rows, target_index] + noise * torch.randn(n, dim, generator=generator)
@@ -79,11 +79,11 @@ def pointer_task(n: int = 512, n_items: int = 8, dim: int = 16, n_classes: int =
 def attention_weights(scores: torch.Tensor, estimator: str, temperature: float = 1.0,
                       generator: torch.Generator | None = None
                       ) -> tuple[torch.Tensor, torch.Tensor | None]:
-    """The weights one estimator reads with, and ``log a_i`` of the sampled item (REINFORCE).
+    """The weights one estimator reads with, and ``log a_j`` of the sampled item (REINFORCE).
 
     ``"soft"``: ``softmax(e)``; ``"gumbel"``: straight-through Gumbel-softmax; ``"reinforce"``:
-    a one-hot sample ``i ~ softmax(e)``; ``"argmax"``: one-hot ``argmax_i e_i`` (evaluation).
-    Shapes: ``scores`` (B, N) -> weights (B, N), log-probability (B,) or None.
+    a one-hot sample ``j ~ softmax(e)``; ``"argmax"``: one-hot ``argmax_j e_j`` (evaluation).
+    Shapes: ``scores`` (B, S) -> weights (B, S), log-probability (B,) or None.
     """
     if estimator == "soft":
         return torch.softmax(scores, dim=-1), None
@@ -117,8 +117,8 @@ class HardAttentionConfig:
 
 
 class PointerOutput(NamedTuple):
-    """``logits`` (B, C); ``weights`` (B, N): soft weights or the one-hot choice;
-    ``log_prob`` (B,): log a_i of the sampled item (REINFORCE only, else None)."""
+    """``logits`` (B, C); ``weights`` (B, S): soft weights or the one-hot choice;
+    ``log_prob`` (B,): log a_j of the sampled item (REINFORCE only, else None)."""
 
     logits: torch.Tensor
     weights: torch.Tensor
@@ -128,9 +128,10 @@ class PointerOutput(NamedTuple):
 class PointerNet(nn.Module):
     """Attend over items, read their value, classify.
 
-    ``e_i = k_iᵀ W q`` (the general score); values ``v_i = Embed(label_i)``; ``logits = W_o c``
-    with ``c = Σ a_i v_i`` (soft) or ``c = v_i`` for one chosen item (hard). In training the
-    hard estimators sample; in eval mode they take ``argmax_i e_i``.
+    ``e_j = qᵀ W_g k_j`` (the general score; the layer ``W`` stores W_gᵀ and maps the query,
+    ``e_j = k_jᵀ (W_gᵀ q)``); values ``v_j = Embed(label_j)``; ``logits = W_out c + b_out`` with
+    ``c = Σ_j a_j v_j`` (soft) or ``c = v_j`` for one chosen item (hard). In training the hard
+    estimators sample; in eval mode they take ``argmax_j e_j``.
     """
 
     config_class = HardAttentionConfig
@@ -143,24 +144,24 @@ class PointerNet(nn.Module):
         self.out = nn.Linear(config.value_dim, config.n_classes)
 
     def scores(self, query: torch.Tensor, keys: torch.Tensor) -> torch.Tensor:
-        """``e_i = k_iᵀ W q``. Shapes: (B, d), (B, N, d) -> (B, N)."""
+        """``e_j = qᵀ W_g k_j``. Shapes: (B, d), (B, S, d) -> (B, S)."""
         if query.dim() != 2 or keys.dim() != 3 or keys.shape[0] != query.shape[0] \
                 or keys.shape[2] != self.config.dim or query.shape[1] != self.config.dim:
             raise ValueError(f"expected query (B, {self.config.dim}) and keys "
-                             f"(B, N, {self.config.dim}), got {tuple(query.shape)} and "
+                             f"(B, S, {self.config.dim}), got {tuple(query.shape)} and "
                              f"{tuple(keys.shape)}")
-        return (keys @ self.W(query).unsqueeze(-1)).squeeze(-1)  # (B, N, d) @ (B, d, 1) -> (B, N)
+        return (keys @ self.W(query).unsqueeze(-1)).squeeze(-1)  # (B, S, d) @ (B, d, 1) -> (B, S)
 
     def forward(self, query: torch.Tensor, keys: torch.Tensor, labels: torch.Tensor,
                 generator: torch.Generator | None = None) -> PointerOutput:
-        scores = self.scores(query, keys)  # (B, N)
-        values = self.values(labels)  # (B, N, V)
+        scores = self.scores(query, keys)  # (B, S)
+        values = self.values(labels)  # (B, S, d_v)
         estimator = self.config.estimator
         if estimator != "soft" and not self.training:
             estimator = "argmax"  # hard estimators evaluate with their best pick
         weights, log_prob = attention_weights(scores, estimator, self.config.temperature,
                                               generator)
-        context = (weights.unsqueeze(1) @ values).squeeze(1)  # (B, 1, N) @ (B, N, V) -> (B, V)
+        context = (weights.unsqueeze(1) @ values).squeeze(1)  # (B, 1, S) @ (B, S, d_v) -> (B, d_v)
         return PointerOutput(self.out(context), weights, log_prob)
 
 
@@ -200,8 +201,8 @@ def pointer_accuracy(model: PointerNet, task: PointerTask) -> dict[str, float]:
 
 
 class MovingAverageBaseline:
-    """``b ← m·b + (1 − m)·mean(L)``, a scalar baseline for REINFORCE (starts at the first
-    loss it sees)."""
+    """``b ← ρ·b + (1 − ρ)·mean(ℒ)``, ρ = ``momentum``, a scalar baseline for REINFORCE (starts
+    at the first loss it sees)."""
 
     def __init__(self, momentum: float = 0.9) -> None:
         if not 0 <= momentum < 1:
@@ -218,10 +219,10 @@ class MovingAverageBaseline:
 
 def reinforce_surrogate(losses: torch.Tensor, log_prob: torch.Tensor,
                         baseline: float = 0.0) -> torch.Tensor:
-    """``mean(L) + mean((L − b) · log a_i)``, with ``L − b`` held constant.
+    """``mean(ℒ) + mean((ℒ − b) · log a_j)``, with ``ℒ − b`` held constant.
 
-    Its gradient is the REINFORCE estimate ``(L − b) ∇ log a_i`` for the choice and the ordinary
-    gradient of ``L`` for everything after it. Shapes: ``losses``, ``log_prob`` (B,) -> ().
+    Its gradient is the REINFORCE estimate ``(ℒ − b) ∇ log a_j`` for the choice and the ordinary
+    gradient of ``ℒ`` for everything after it. Shapes: ``losses``, ``log_prob`` (B,) -> ().
     """
     if losses.shape != log_prob.shape or losses.dim() != 1:
         raise ValueError(f"expected losses and log_prob of the same shape (B,), got "

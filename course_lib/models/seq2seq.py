@@ -2,13 +2,13 @@
 
 The encoder reads the source and keeps one vector, the context c = h_S (its final state). The
 decoder generates the target from c alone: as its initial state (``context="init"``), as an extra
-input at every step (``"every_step"``), or both (``"both"``). Everything the decoder knows about
-the source must fit in c: the bottleneck lesson 03 measures.
+input at every step (``"every_step"``), as an extra input at the first step only with zeros in its
+place after (``"first_step"``), or as the initial state and at every step (``"both"``).
+Everything the decoder knows about the source must fit in c: the bottleneck lesson 03 measures.
 """
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 
 import torch
@@ -17,38 +17,8 @@ from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
 
 from course_lib.data.vocab import BOS_ID, EOS_ID, PAD_ID
 
-CONTEXT_MODES = ("init", "every_step", "both")
+CONTEXT_MODES = ("init", "every_step", "first_step", "both")
 CELLS = ("gru", "lstm")
-
-
-class ScratchRNNCell(nn.Module):
-    """The Elman RNN cell written out: h' = tanh(W_ih x + b_ih + W_hh h + b_hh).
-
-    Parameter names and initialisation follow ``torch.nn.RNNCell``, so weights can be copied
-    between the two. Shapes: ``x`` (B, input_size), ``h`` (B, hidden_size) -> (B, hidden_size).
-    """
-
-    def __init__(self, input_size: int, hidden_size: int) -> None:
-        super().__init__()
-        self.input_size, self.hidden_size = input_size, hidden_size
-        self.weight_ih = nn.Parameter(torch.empty(hidden_size, input_size))
-        self.weight_hh = nn.Parameter(torch.empty(hidden_size, hidden_size))
-        self.bias_ih = nn.Parameter(torch.empty(hidden_size))
-        self.bias_hh = nn.Parameter(torch.empty(hidden_size))
-        bound = 1 / math.sqrt(hidden_size)
-        for parameter in self.parameters():
-            nn.init.uniform_(parameter, -bound, bound)
-
-    def forward(self, x: torch.Tensor, h: torch.Tensor | None = None) -> torch.Tensor:
-        if x.dim() != 2 or x.shape[1] != self.input_size:
-            raise ValueError(f"expected x of shape (B, {self.input_size}), got {tuple(x.shape)}")
-        if h is None:
-            h = x.new_zeros(x.shape[0], self.hidden_size)
-        if h.shape != (x.shape[0], self.hidden_size):
-            raise ValueError(f"expected h of shape ({x.shape[0]}, {self.hidden_size}), "
-                             f"got {tuple(h.shape)}")
-        return torch.tanh(x @ self.weight_ih.T + self.bias_ih + h @ self.weight_hh.T
-                          + self.bias_hh)
 
 
 @dataclass
@@ -79,8 +49,9 @@ def _rnn(cell: str, input_size: int, hidden_size: int, bidirectional: bool = Fal
 class Encoder(nn.Module):
     """Embeds the source and runs a GRU/LSTM over it (packed, so padding is never read).
 
-    Returns the outputs h_1..h_S (B, S, D·H) and the context c (B, H): the final state, or for a
-    bidirectional encoder tanh(W [h_fwd; h_bwd]).
+    Returns the outputs h_1..h_S, (B, S, 2H) for a bidirectional encoder and (B, S, H) otherwise,
+    and the context c (B, H): the final state, or for a bidirectional encoder
+    tanh(W [h_fwd; h_bwd] + b) of the two final states.
     """
 
     def __init__(self, config: Seq2SeqConfig) -> None:
@@ -95,7 +66,7 @@ class Encoder(nn.Module):
     def forward(self, src: torch.Tensor, src_lengths: torch.Tensor | None = None):
         if src.dim() != 2:
             raise ValueError(f"expected src of shape (B, S), got {tuple(src.shape)}")
-        embedded = self.dropout(self.embed(src))  # (B, S, E)
+        embedded = self.dropout(self.embed(src))  # (B, S, d_e)
         if src_lengths is None:
             outputs, state = self.rnn(embedded)
         else:
@@ -106,8 +77,8 @@ class Encoder(nn.Module):
                                           enforce_sorted=False)
             outputs, state = self.rnn(packed)
             outputs, _ = pad_packed_sequence(outputs, batch_first=True,
-                                             total_length=src.shape[1])  # (B, S, D·H)
-        hidden = state[0] if isinstance(state, tuple) else state  # (D, B, H) for one layer
+                                             total_length=src.shape[1])  # (B, S, 2H) or (B, S, H)
+        hidden = state[0] if isinstance(state, tuple) else state  # (directions, B, H), one layer
         if self.bridge is not None:
             both = torch.cat([hidden[0], hidden[1]], dim=-1)  # (B, 2H)
             return outputs, torch.tanh(self.bridge(both))
@@ -117,14 +88,15 @@ class Encoder(nn.Module):
 class Decoder(nn.Module):
     """Generates the target from the context c alone.
 
-    Step t: s_t = RNN([e(y_{t-1}); c], s_{t-1}) (c in the input for "every_step"/"both"),
-    s_0 = tanh(W_init c) for "init"/"both" (else zeros); logits_t = W_out s_t.
+    Step t: s_t = RNN([E[y_{t-1}]; c_t], s_{t-1}) with c_t = c for "every_step"/"both" and for
+    "first_step" at t = 1 (zeros after); s_0 = tanh(W_init c + b_init) for "init"/"both" (else
+    zeros); logits_t = W_out s_t + b_out. With an LSTM the memory cell m_0 starts at zeros.
     """
 
     def __init__(self, config: Seq2SeqConfig) -> None:
         super().__init__()
         self.config = config
-        self.context_in_input = config.context in ("every_step", "both")
+        self.context_in_input = config.context in ("every_step", "first_step", "both")
         self.context_as_init = config.context in ("init", "both")
         input_size = config.embed_dim + (config.hidden_size if self.context_in_input else 0)
         self.embed = nn.Embedding(config.tgt_vocab_size, config.embed_dim, padding_idx=PAD_ID)
@@ -138,15 +110,19 @@ class Decoder(nn.Module):
         h0 = h0.unsqueeze(0)  # (1, B, H)
         return (h0, torch.zeros_like(h0)) if self.config.cell == "lstm" else h0
 
-    def forward(self, tokens: torch.Tensor, context: torch.Tensor, state=None):
-        """Teacher-forced steps. Shapes: ``tokens`` (B, T), ``context`` (B, H) ->
-        logits (B, T, V) and the last state."""
+    def forward(self, tokens: torch.Tensor, context: torch.Tensor, state=None, start: int = 0):
+        """Teacher-forced steps; ``start`` is the index of the step ``tokens[:, 0]`` feeds (0 for
+        a whole sequence, t when generating one step at a time). Shapes: ``tokens`` (B, T),
+        ``context`` (B, H) -> logits (B, T, V) and the last state."""
         if state is None:
             state = self.initial_state(context)
-        inputs = self.dropout(self.embed(tokens))  # (B, T, E)
+        inputs = self.dropout(self.embed(tokens))  # (B, T, d_e)
         if self.context_in_input:
             repeated = context.unsqueeze(1).expand(-1, tokens.shape[1], -1)  # (B, T, H)
-            inputs = torch.cat([inputs, repeated], dim=-1)  # (B, T, E + H)
+            if self.config.context == "first_step":
+                steps = torch.arange(start, start + tokens.shape[1], device=tokens.device)
+                repeated = repeated * (steps == 0).to(repeated.dtype).view(1, -1, 1)  # (B, T, H)
+            inputs = torch.cat([inputs, repeated], dim=-1)  # (B, T, d_e + H)
         outputs, state = self.rnn(inputs, state)  # (B, T, H)
         return self.out(self.dropout(outputs)), state
 
@@ -174,7 +150,7 @@ class Seq2Seq(nn.Module):
     @torch.no_grad()
     def greedy_decode(self, src: torch.Tensor, src_lengths: torch.Tensor | None = None,
                       max_len: int = 80) -> torch.Tensor:
-        """y_t = argmax p(y | y_<t, c), from BOS until every row has produced EOS (or
+        """ŷ_t = argmax_w p(y_t = w | ŷ_<t, c), from BOS until every row has produced EOS (or
         ``max_len``). Returns (B, T') ids; positions after a row's EOS hold PAD."""
         context = self.encode(src, src_lengths)
         state = self.decoder.initial_state(context)
@@ -182,8 +158,8 @@ class Seq2Seq(nn.Module):
         token = torch.full((batch, 1), BOS_ID, dtype=torch.long, device=src.device)
         finished = torch.zeros(batch, dtype=torch.bool, device=src.device)
         generated = []
-        for _ in range(max_len):
-            logits, state = self.decoder(token, context, state)  # (B, 1, V)
+        for step in range(max_len):
+            logits, state = self.decoder(token, context, state, start=step)  # (B, 1, V)
             token = logits.argmax(dim=-1)  # (B, 1)
             token = token.masked_fill(finished.unsqueeze(1), PAD_ID)
             generated.append(token)

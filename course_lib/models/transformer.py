@@ -3,7 +3,9 @@
 Encoder block:  x <- x + SelfAttn(x);      x <- x + FFN(x)
 Decoder block:  y <- y + CausalSelfAttn(y); y <- y + CrossAttn(y, memory); y <- y + FFN(y)
 
-with ``FFN(x) = W_2 max(0, W_1 x + b_1) + b_2``, dropout on every sub-layer output, and
+with ``FFN(x) = W_2 max(0, W_1 x + b_1) + b_2`` in column form (W_1 of shape (d_ff, D), W_2 of
+shape (D, d_ff): the weights of ``linear1`` and ``linear2``; the paper writes the row form
+``max(0, x W_1 + b_1) W_2 + b_2`` with the transposes), dropout on every sub-layer output, and
 LayerNorm placed after each residual sum (``norm_first=False``, the paper's post-norm:
 ``x <- LN(x + f(x))``) or before each sub-layer (pre-norm: ``x <- x + f(LN(x))``, with a final
 LayerNorm on each stack). Token embeddings are multiplied by √D before positions are added, and
@@ -74,7 +76,9 @@ class TransformerConfig:
 
 
 class FeedForward(nn.Module):
-    """``FFN(x) = W_2 max(0, W_1 x + b_1) + b_2`` at every position. Shapes: (B, T, D) -> same.
+    """``FFN(x) = W_2 max(0, W_1 x + b_1) + b_2`` at every position, x a column vector: W_1
+    (d_ff, D) and W_2 (D, d_ff) are ``linear1.weight`` and ``linear2.weight``. Shapes: (B, T, D)
+    -> same.
 
     Layer names follow ``torch.nn.TransformerEncoderLayer`` (``linear1``, ``linear2``)."""
 
@@ -291,7 +295,7 @@ class Transformer(nn.Module):
     @torch.no_grad()
     def greedy_decode(self, src: torch.Tensor, src_lengths: torch.Tensor | None = None,
                       max_len: int = 100, use_cache: bool = True) -> torch.Tensor:
-        """y_t = argmax p(y | y_<t, x) from BOS until every row has produced EOS (or
+        """y_t = argmax_w p(w | y_<t, x) from BOS until every row has produced EOS (or
         ``max_len``). ``use_cache=False`` recomputes the whole prefix at every step (same
         output, slower). Returns (B, T') ids; positions after a row's EOS hold PAD."""
         if max_len < 1:
@@ -315,14 +319,14 @@ class Transformer(nn.Module):
     def beam_search(self, src: torch.Tensor, src_lengths: torch.Tensor | None = None,
                     beam_size: int = 4, max_len: int = 100, alpha: float = 0.0) -> torch.Tensor:
         """The best of ``beam_size`` hypotheses per sentence, decoded with the KV cache and
-        ranked by ``log p(Y) / lp(Y)`` (:func:`course_lib.nn.decoding.length_normalised`).
+        ranked by ``log p(y | x) / lp(y)`` (:func:`course_lib.nn.decoding.length_normalised`).
         Returns (B, T') ids with PAD after EOS, as :meth:`greedy_decode`."""
         memory = self.encode(src, src_lengths)
-        memory = Memory(memory.states.repeat_interleave(beam_size, dim=0),  # (B·K, S, D)
-                        memory.mask.repeat_interleave(beam_size, dim=0))  # (B·K, S)
+        memory = Memory(memory.states.repeat_interleave(beam_size, dim=0),  # (B·n_beam, S, D)
+                        memory.mask.repeat_interleave(beam_size, dim=0))  # (B·n_beam, S)
 
         def step(previous, cache):
-            logits = self.decode(previous.unsqueeze(1), memory, cache)[:, -1]  # (B·K, V)
+            logits = self.decode(previous.unsqueeze(1), memory, cache)[:, -1]  # (B·n_beam, V)
             return torch.log_softmax(logits.float(), dim=-1), cache, None
 
         result = beam_search(step, self.new_cache(), DecoderCache.reorder, src.shape[0],
@@ -332,12 +336,12 @@ class Transformer(nn.Module):
 
 def label_smoothed_loss(logits: torch.Tensor, targets: torch.Tensor,
                         smoothing: float = 0.1) -> torch.Tensor:
-    """Cross-entropy against the smoothed target q = (1 - ε) one_hot(y) + ε / V
-    (Szegedy et al., 2016; ε = 0.1 in the Transformer paper), written out:
+    """Cross-entropy against the smoothed target p* = (1 - ε_ls) one_hot(y) + ε_ls / V, with
+    ε_ls = ``smoothing`` (Szegedy et al., 2016; ε_ls = 0.1 in the Transformer paper), written out:
 
-        loss_t = (1 - ε)(-log p(y_t)) + ε · mean_v(-log p(v)),
+        loss_t = (1 - ε_ls)(-log p(y_t)) + ε_ls · mean_w(-log p(w)),
 
-    averaged over the non-PAD targets. Equal to ``F.cross_entropy(..., label_smoothing=ε,
+    averaged over the non-PAD targets. Equal to ``F.cross_entropy(..., label_smoothing=ε_ls,
     ignore_index=PAD_ID)``. Shapes: (B, T, V), (B, T) -> ()."""
     if logits.shape[:2] != targets.shape or logits.dim() != 3:
         raise ValueError(f"expected logits (B, T, V) and targets (B, T), got "

@@ -5,16 +5,19 @@ Attention at one decoder step compares a query ``s`` (the decoder state) with ev
 
     e_j = score(s, h_j),    a = softmax(e) over the allowed positions,    c = Σ_j a_j h_j.
 
-Score functions (Bahdanau et al., 2015; Luong et al., 2015):
+Score functions (Bahdanau et al., 2015; Luong et al., 2015), in the notation of
+``docs/notation.md`` (sizes d_q, d_k of the query and key, d_a of the additive score's hidden
+layer):
 
 - additive   e_j = vᵀ tanh(W s + U h_j + b)
-- dot        e_j = sᵀ h_j          (optionally divided by √D_q: ``scaled=True``)
-- general    e_j = sᵀ W h_j        (likewise)
-- concat     e_j = vᵀ tanh(W_a [s; h_j])  (the additive score with W_a = [W U]; Luong's form)
+- dot        e_j = sᵀ h_j          (optionally divided by √d_k: ``scaled=True``)
+- general    e_j = sᵀ W_g h_j      (optionally divided by √d_q)
+- concat     e_j = vᵀ tanh(W_a [s; h_j] + b_a)  (the additive score with W_a = [W U]; Luong's
+             form)
 
 Every score module splits its work in two: ``prepare(keys)`` does the key-side part once per
 source sentence, ``forward(query, prepared)`` the query-side part at every decoder step. Queries
-may be one step (B, D_q) or all steps at once (B, T, D_q).
+may be one step (B, d_q) or all steps at once (B, T, d_q).
 
 Masks are boolean with True = "may attend" (the convention of
 ``torch.nn.functional.scaled_dot_product_attention``).
@@ -30,13 +33,13 @@ from course_lib.nn.checks import shape_of
 
 def masked_softmax(scores: torch.Tensor, mask: torch.Tensor | None = None,
                    dim: int = -1) -> torch.Tensor:
-    """``a_i = exp(e_i) / Σ_{j: m_j} exp(e_j)`` for items with ``m_i`` True, ``a_i = 0`` otherwise.
+    """``a_j = exp(e_j) / Σ_{j': m_j'} exp(e_j')`` where ``m_j`` is True, ``a_j = 0`` otherwise.
 
     Masked scores are filled with ``torch.finfo(dtype).min`` (finite, so fp16/bf16 never
     overflow to NaN), and the weights of masked items are then set to exactly zero. A fully
     masked row therefore gives all-zero weights instead of NaN.
 
-    Shapes: ``scores`` (..., N) and ``mask`` broadcastable to it -> weights of ``scores``' shape.
+    Shapes: ``scores`` (..., S) and ``mask`` broadcastable to it -> weights of ``scores``' shape.
     """
     if mask is None:
         return torch.softmax(scores, dim=dim)
@@ -54,22 +57,22 @@ def masked_softmax(scores: torch.Tensor, mask: torch.Tensor | None = None,
 def attention_context(weights: torch.Tensor, values: torch.Tensor) -> torch.Tensor:
     """The context vector, a weighted average of the values: ``c = Σ_j a_j v_j``.
 
-    Shapes: ``weights`` (B, S) or (B, T, S), ``values`` (B, S, D) -> (B, D) or (B, T, D).
+    Shapes: ``weights`` (B, S) or (B, T, S), ``values`` (B, S, d_v) -> (B, d_v) or (B, T, d_v).
     """
     if values.dim() != 3 or weights.dim() not in (2, 3) or weights.shape[0] != values.shape[0] \
             or weights.shape[-1] != values.shape[1]:
-        raise ValueError(f"expected weights (B, S) or (B, T, S) and values (B, S, D) with the same "
-                         f"B and S, got {shape_of(weights)} and {shape_of(values)}")
+        raise ValueError(f"expected weights (B, S) or (B, T, S) and values (B, S, d_v) with the "
+                         f"same B and S, got {shape_of(weights)} and {shape_of(values)}")
     if weights.dim() == 2:
-        return (weights.unsqueeze(1) @ values).squeeze(1)  # (B, 1, S) @ (B, S, D) -> (B, D)
-    return weights @ values  # (B, T, S) @ (B, S, D) -> (B, T, D)
+        return (weights.unsqueeze(1) @ values).squeeze(1)  # (B, 1, S) @ (B, S, d_v) -> (B, d_v)
+    return weights @ values  # (B, T, S) @ (B, S, d_v) -> (B, T, d_v)
 
 
 def _check_query(query: torch.Tensor, prepared: torch.Tensor, query_size: int) -> None:
     if query.dim() not in (2, 3) or query.shape[-1] != query_size \
             or query.shape[0] != prepared.shape[0]:
-        raise ValueError(f"expected query (B, D_q) or (B, T, D_q) with B = {prepared.shape[0]} "
-                         f"and D_q = {query_size}, got {shape_of(query)}")
+        raise ValueError(f"expected query (B, d_q) or (B, T, d_q) with B = {prepared.shape[0]} "
+                         f"and d_q = {query_size}, got {shape_of(query)}")
 
 
 def _check_keys(keys: torch.Tensor, key_size: int) -> None:
@@ -80,7 +83,7 @@ def _check_keys(keys: torch.Tensor, key_size: int) -> None:
 class AttentionScore(nn.Module):
     """Base class: ``score(query, keys)`` = ``forward(query, prepare(keys))``.
 
-    Shapes: ``query`` (B, D_q) or (B, T, D_q), ``keys`` (B, S, D_k) -> scores (B, S) or (B, T, S).
+    Shapes: ``query`` (B, d_q) or (B, T, d_q), ``keys`` (B, S, d_k) -> scores (B, S) or (B, T, S).
     """
 
     query_size: int
@@ -95,16 +98,16 @@ class AttentionScore(nn.Module):
 
     @staticmethod
     def _dot(query: torch.Tensor, prepared: torch.Tensor) -> torch.Tensor:
-        if query.dim() == 2:
-            return (prepared @ query.unsqueeze(-1)).squeeze(-1)  # (B, S, D) @ (B, D, 1) -> (B, S)
-        return query @ prepared.transpose(1, 2)  # (B, T, D) @ (B, D, S) -> (B, T, S)
+        if query.dim() == 2:  # (B, S, d_q) @ (B, d_q, 1) -> (B, S)
+            return (prepared @ query.unsqueeze(-1)).squeeze(-1)
+        return query @ prepared.transpose(1, 2)  # (B, T, d_q) @ (B, d_q, S) -> (B, T, S)
 
 
 class DotScore(AttentionScore):
-    """Luong's dot score ``e_j = sᵀ h_j``; no parameters, so D_q must equal D_k.
+    """Luong's dot score ``e_j = sᵀ h_j``; no parameters, so d_q must equal d_k.
 
-    With ``scaled=True``, ``e_j = sᵀ h_j / √D_q`` (Vaswani et al., 2017): a sum of D_q products
-    of unit-variance numbers has variance D_q, and the factor brings it back to one, so the
+    With ``scaled=True``, ``e_j = sᵀ h_j / √d_k`` (Vaswani et al., 2017): a sum of d_k products
+    of unit-variance numbers has variance d_k, and the factor brings it back to one, so the
     softmax does not start out saturated.
     """
 
@@ -125,10 +128,10 @@ class DotScore(AttentionScore):
 
 
 class GeneralScore(DotScore):
-    """Luong's general (bilinear) score ``e_j = sᵀ W h_j``; ``prepare`` computes ``W h_j`` once.
+    """Luong's general (bilinear) score ``e_j = sᵀ W_g h_j``; ``prepare`` computes ``W_g h_j`` once.
 
-    With ``scaled=True``, ``e_j = sᵀ W h_j / √D_q`` (see :class:`DotScore`).
-    Shapes: ``W`` (D_q, D_k).
+    With ``scaled=True``, ``e_j = sᵀ W_g h_j / √d_q`` (see :class:`DotScore`; d_q = d_k in the
+    course's models). Shapes: the layer ``W`` stores W_g, (d_q, d_k).
     """
 
     def __init__(self, query_size: int, key_size: int, scaled: bool = False) -> None:
@@ -139,14 +142,15 @@ class GeneralScore(DotScore):
 
     def prepare(self, keys: torch.Tensor) -> torch.Tensor:
         _check_keys(keys, self.key_size)
-        return self.W(keys)  # (B, S, D_q)
+        return self.W(keys)  # W_g h_j, (B, S, d_q)
 
 
 class AdditiveScore(AttentionScore):
     """Bahdanau's additive score ``e_j = vᵀ tanh(W s + U h_j + b)``; ``prepare`` computes
     ``U h_j + b`` (``b`` is the bias of the ``U`` layer).
 
-    Shapes: ``W`` (A, D_q), ``U`` (A, D_k), ``v`` (A,), with A = ``attention_size``.
+    Shapes: ``W`` (d_a, d_q), ``U`` (d_a, d_k), ``v`` (d_a,) (a layer with weight (1, d_a)), with
+    d_a = ``attention_size``.
     """
 
     def __init__(self, query_size: int, key_size: int, attention_size: int | None = None) -> None:
@@ -159,27 +163,28 @@ class AdditiveScore(AttentionScore):
 
     def prepare(self, keys: torch.Tensor) -> torch.Tensor:
         _check_keys(keys, self.key_size)
-        return self.U(keys)  # (B, S, A)
+        return self.U(keys)  # (B, S, d_a)
 
     def _query_part(self, query: torch.Tensor) -> torch.Tensor:
         return self.W(query)
 
     def forward(self, query: torch.Tensor, prepared: torch.Tensor) -> torch.Tensor:
         _check_query(query, prepared, self.query_size)
-        projected = self._query_part(query)  # (B, A) or (B, T, A)
+        projected = self._query_part(query)  # (B, d_a) or (B, T, d_a)
         if query.dim() == 2:
-            hidden = torch.tanh(projected.unsqueeze(1) + prepared)  # (B, 1, A) + (B, S, A)
+            hidden = torch.tanh(projected.unsqueeze(1) + prepared)  # (B, 1, d_a) + (B, S, d_a)
         else:
-            hidden = torch.tanh(projected.unsqueeze(2) + prepared.unsqueeze(1))  # (B, T, S, A)
+            hidden = torch.tanh(projected.unsqueeze(2) + prepared.unsqueeze(1))  # (B, T, S, d_a)
         return self.v(hidden).squeeze(-1)  # (B, S) or (B, T, S)
 
 
 class ConcatScore(AdditiveScore):
-    """Luong's concat score ``e_j = vᵀ tanh(W_a [s; h_j])``.
+    """Luong's concat score ``e_j = vᵀ tanh(W_a [s; h_j] + b_a)``.
 
     One matrix over the concatenation is the additive score in disguise: with
-    ``W_a = [W U]`` (columns split at D_q), ``W_a [s; h] = W s + U h``. The module keeps the one
-    matrix ``W_a`` (A, D_q + D_k) and splits it, so the query part still runs once per step.
+    ``W_a = [W U]`` (columns split at d_q), ``W_a [s; h] = W s + U h``. The module keeps the one
+    matrix ``W_a`` (d_a, d_q + d_k), with its bias b_a, and splits it, so the query part still
+    runs once per step.
     """
 
     def __init__(self, query_size: int, key_size: int, attention_size: int | None = None) -> None:
@@ -191,11 +196,11 @@ class ConcatScore(AdditiveScore):
 
     def prepare(self, keys: torch.Tensor) -> torch.Tensor:
         _check_keys(keys, self.key_size)
-        key_columns = self.W_a.weight[:, self.query_size:]  # (A, D_k)
-        return keys @ key_columns.T + self.W_a.bias  # (B, S, A)
+        key_columns = self.W_a.weight[:, self.query_size:]  # (d_a, d_k)
+        return keys @ key_columns.T + self.W_a.bias  # (B, S, d_a)
 
     def _query_part(self, query: torch.Tensor) -> torch.Tensor:
-        return query @ self.W_a.weight[:, :self.query_size].T  # (B, A) or (B, T, A)
+        return query @ self.W_a.weight[:, :self.query_size].T  # (B, d_a) or (B, T, d_a)
 
 
 SCORES = {"additive": AdditiveScore, "dot": DotScore, "general": GeneralScore,
@@ -207,7 +212,8 @@ SCALABLE_SCORES = ("dot", "general")
 
 def make_score(name: str, query_size: int, key_size: int, scaled: bool = False
                ) -> AttentionScore:
-    """A score module by name; ``scaled`` (divide by √D_q) exists for the dot and general scores."""
+    """A score module by name; ``scaled`` (divide by √d_q, which is √d_k for the dot score) exists
+    for the dot and general scores."""
     if name not in SCORES:
         raise ValueError(f"score must be one of {sorted(SCORES)}, got {name!r}")
     if scaled and name not in SCALABLE_SCORES:
@@ -229,12 +235,13 @@ def padding_mask(lengths: torch.Tensor, max_len: int) -> torch.Tensor:
 def local_attention(scores: torch.Tensor, center: torch.Tensor, half_width: int,
                     mask: torch.Tensor | None = None, gaussian: bool = False
                     ) -> torch.Tensor:
-    """Luong's local attention: weights only inside the window ``[p − D, p + D]``.
+    """Luong's local attention: weights only inside the window ``[p − r, p + r]``.
 
-    ``a_j = softmax_{j ∈ window}(e_j)``, zero outside the window (and at padding). With
-    ``gaussian=True`` (local-p) the weights are further multiplied by
-    ``exp(−(j − p)² / (2σ²))``, σ = D / 2 (Luong et al., 2015, eq. 10); they then sum to at most
-    one, and ``p`` (a real number) receives a gradient through the Gaussian.
+    ``a_j = softmax_{j ∈ window}(e_j)``, zero outside the window (and at padding), with
+    r = ``half_width`` and positions j counting from 0. With ``gaussian=True`` (local-p) the
+    weights are further multiplied by the Gaussian ``exp(−(j − p)² / (2 (r/2)²))`` of standard
+    deviation r / 2 (Luong et al., 2015, eq. 10; max(r, 1) / 2 here, so that r = 0 works); they
+    then sum to at most one, and ``p`` (a real number) receives a gradient through the Gaussian.
 
     Shapes: ``scores`` (B, S), ``center`` p (B,), ``mask`` (B, S) bool -> weights (B, S).
     """
@@ -242,7 +249,7 @@ def local_attention(scores: torch.Tensor, center: torch.Tensor, half_width: int,
         raise ValueError(f"expected scores (B, S) and center (B,), got {shape_of(scores)} and "
                          f"{shape_of(center)}")
     if half_width < 0:
-        raise ValueError(f"half_width D must be >= 0, got {half_width}")
+        raise ValueError(f"half_width r must be >= 0, got {half_width}")
     positions = torch.arange(scores.shape[1], device=scores.device, dtype=scores.dtype)  # (S,)
     distance = positions.unsqueeze(0) - center.unsqueeze(1).to(scores.dtype)  # (B, S)
     window = distance.abs() <= half_width  # (B, S)

@@ -1,7 +1,8 @@
 """Beam search shared by the captioner (lesson 07) and the Transformer (lessons 10-11).
 
-Keep the K most probable partial outputs of every input; at each step extend each by every word,
-score ``log p(y_1 … y_t) = Σ log p(y_s | y_<s, x)``, and keep the K best of the K·V extensions.
+Keep the n_beam most probable partial outputs of every input; at each step extend each by every
+word, score ``log p(y_1 … y_t | x) = Σ_{t' ≤ t} log p(y_t' | y_<t', x)``, and keep the n_beam
+best of the n_beam·V extensions.
 A finished hypothesis (it produced EOS) continues only with PAD, at no cost. Beam size 1 is
 greedy decoding.
 """
@@ -15,10 +16,10 @@ import torch
 
 from course_lib.data.vocab import BOS_ID, EOS_ID, PAD_ID
 
-# step(previous words (B·K,), state) -> (log-probabilities (B·K, V), new state,
-#                                        something to keep per word (B·K, ...) or None)
+# step(previous words (B·n_beam,), state) -> (log-probabilities (B·n_beam, V), new state,
+#                                             something to keep per word (B·n_beam, ...) or None)
 StepFn = Callable[[torch.Tensor, Any], tuple[torch.Tensor, Any, torch.Tensor | None]]
-# reorder(state, rows (B·K,)) -> the state of the surviving hypotheses, in that order
+# reorder(state, rows (B·n_beam,)) -> the state of the surviving hypotheses, in that order
 ReorderFn = Callable[[Any, torch.Tensor], Any]
 
 
@@ -32,15 +33,15 @@ class BeamResult(NamedTuple):
 
 
 def length_normalised(scores: torch.Tensor, lengths: torch.Tensor, alpha: float) -> torch.Tensor:
-    """GNMT's ranking score ``log p(Y) / lp(Y)``, ``lp = ((5 + |Y|) / 6)^α`` (Wu et al., 2016);
-    α = 0 ranks by log p(Y) alone (which favours short outputs)."""
+    """GNMT's ranking score ``log p(y | x) / lp(y)``, ``lp(y) = ((5 + |y|) / 6)^α`` (Wu et al.,
+    2016); α = 0 ranks by log p(y | x) alone (which favours short outputs)."""
     return scores / ((5.0 + lengths.to(scores.dtype)) / 6.0) ** alpha
 
 
 def _settled(scores: torch.Tensor, finished: torch.Tensor) -> bool:
     """True when every input's best finished hypothesis scores at least as high as its best
     live one: extending a live hypothesis only adds log-probabilities ≤ 0, so (ranking by
-    log p(Y) alone) none can overtake it any more. Shapes: (B, K) each."""
+    log p(y | x) alone) none can overtake it any more. Shapes: (B, n_beam) each."""
     best_finished = scores.masked_fill(~finished, float("-inf")).max(dim=-1).values  # (B,)
     best_live = scores.masked_fill(finished, float("-inf")).max(dim=-1).values  # (B,)
     return bool((best_finished >= best_live).all())
@@ -48,15 +49,15 @@ def _settled(scores: torch.Tensor, finished: torch.Tensor) -> bool:
 
 def beam_search(step: StepFn, state: Any, reorder: ReorderFn, batch: int, beam_size: int,
                 max_len: int, device: torch.device | str, alpha: float = 0.0) -> BeamResult:
-    """Beam search over ``batch`` inputs; ``state`` already holds B·K rows (each input's row
-    repeated K times, input-major). Returns the best finished hypothesis of every input (the
-    best unfinished one where none finished within ``max_len``), ranked by
+    """Beam search over ``batch`` inputs; ``state`` already holds B·n_beam rows (each input's row
+    repeated n_beam = ``beam_size`` times, input-major). Returns the best finished hypothesis of
+    every input (the best unfinished one where none finished within ``max_len``), ranked by
     :func:`length_normalised` with ``alpha``. With ``alpha`` = 0 the search stops as soon as no
     live hypothesis can overtake the best finished one (same result, fewer steps)."""
     if beam_size < 1 or max_len < 1:
         raise ValueError(f"beam_size and max_len must be at least 1, got {beam_size} and "
                          f"{max_len}")
-    K = beam_size
+    K = beam_size  # n_beam
     scores = torch.full((batch, K), float("-inf"), device=device)
     scores[:, 0] = 0.0  # one live hypothesis per input to start with
     previous = torch.full((batch * K,), BOS_ID, dtype=torch.long, device=device)
@@ -66,27 +67,27 @@ def beam_search(step: StepFn, state: Any, reorder: ReorderFn, batch: int, beam_s
     rows = torch.arange(batch, device=device).unsqueeze(1)  # (B, 1)
     for _ in range(max_len):
         log_probs, state, extra = step(previous, state)
-        log_probs = log_probs.view(batch, K, -1)  # (B, K, V)
+        log_probs = log_probs.view(batch, K, -1)  # (B, n_beam, V)
         vocab = log_probs.shape[-1]
         log_probs = log_probs.masked_fill(finished.unsqueeze(-1), float("-inf"))
         log_probs[..., PAD_ID] = torch.where(finished, 0.0, float("-inf"))
-        total = (scores.unsqueeze(-1) + log_probs).view(batch, K * vocab)  # (B, K·V)
-        scores, best = total.topk(K, dim=-1)  # (B, K)
-        beam, word = best // vocab, best % vocab  # (B, K) each
-        was_finished = finished[rows, beam]  # (B, K)
-        tokens = torch.cat([tokens[rows, beam], word.unsqueeze(-1)], dim=-1)  # (B, K, t + 1)
+        total = (scores.unsqueeze(-1) + log_probs).view(batch, K * vocab)  # (B, n_beam·V)
+        scores, best = total.topk(K, dim=-1)  # (B, n_beam)
+        beam, word = best // vocab, best % vocab  # (B, n_beam) each
+        was_finished = finished[rows, beam]  # (B, n_beam)
+        tokens = torch.cat([tokens[rows, beam], word.unsqueeze(-1)], dim=-1)  # (B, n_beam, t + 1)
         if extra is not None:
-            extra = extra.view(batch, K, *extra.shape[1:])[rows, beam]  # (B, K, ...)
+            extra = extra.view(batch, K, *extra.shape[1:])[rows, beam]  # (B, n_beam, ...)
             pad = was_finished.view(batch, K, *([1] * (extra.dim() - 2)))
-            extra = extra.masked_fill(pad, 0.0).unsqueeze(2)  # (B, K, 1, ...)
+            extra = extra.masked_fill(pad, 0.0).unsqueeze(2)  # (B, n_beam, 1, ...)
             extras = extra if extras is None else torch.cat([extras[rows, beam], extra], dim=2)
         finished = was_finished | (word == EOS_ID)
-        flat = (rows * K + beam).view(-1)  # (B·K,) the surviving hypotheses' rows
+        flat = (rows * K + beam).view(-1)  # (B·n_beam,) the surviving hypotheses' rows
         state = reorder(state, flat)
         previous = word.view(-1)
         if finished.all() or (alpha == 0 and _settled(scores, finished)):
             break
-    lengths = (tokens != PAD_ID).sum(dim=-1)  # (B, K), EOS included
+    lengths = (tokens != PAD_ID).sum(dim=-1)  # (B, n_beam), EOS included
     ranking = length_normalised(scores, lengths, alpha)
     ranked = torch.where(finished, ranking, ranking - 1e9).argmax(dim=-1)  # (B,)
     index = torch.arange(batch, device=device)

@@ -19,14 +19,15 @@ import torch
 
 def window_mask(queries: int, keys: int | None = None, half_width: int = 0, causal: bool = False,
                 device: torch.device | str | None = None) -> torch.Tensor:
-    """True where query i may see key j: ``|i' − j| <= half_width`` with ``i' = i + (S − T)``.
+    """True where query t may see key j: ``|t' − j| <= r`` with ``t' = t + (S − T)`` and the
+    half-width ``r = half_width`` (t and j counting from 0).
 
     The alignment is :func:`~course_lib.nn.self_attention.causal_mask`'s: the last query sits at
-    the last key's position (with a cache of S − T earlier tokens, query i is token i'). This is
-    Luong et al.'s (2015) local window ``[p_t − D, p_t + D]`` with ``p_t = i'`` for every query
-    at once. ``causal=True`` also hides the future (``j <= i'``): each token then sees itself
-    and the ``half_width`` tokens before it, the sliding window of Mistral 7B with
-    W = half_width (positions i − W to i; Jiang et al., 2023). Shape: (T, S).
+    the last key's position (with a cache of S − T earlier tokens, query t is token t'). This is
+    Luong et al.'s (2015) local window ``[p_t − r, p_t + r]`` with ``p_t = t'`` for every query
+    at once. ``causal=True`` also hides the future (``j <= t'``): each token then sees itself
+    and the ``r`` tokens before it, the sliding window of Mistral 7B with r = 4096 (positions
+    t' − r to t'; Jiang et al., 2023). Shape: (T, S).
     """
     keys = queries if keys is None else keys
     try:
@@ -39,9 +40,9 @@ def window_mask(queries: int, keys: int | None = None, half_width: int = 0, caus
                          f"S = {keys}")
     if half_width < 0:
         raise ValueError(f"half_width must be >= 0, got {half_width}")
-    rows = torch.arange(queries, device=device).unsqueeze(1) + (keys - queries)  # (T, 1): i'
+    rows = torch.arange(queries, device=device).unsqueeze(1) + (keys - queries)  # (T, 1): t'
     cols = torch.arange(keys, device=device).unsqueeze(0)  # (1, S): j
-    offset = rows - cols  # (T, S): how far key j lies behind query i
+    offset = rows - cols  # (T, S): how far key j lies behind query t
     mask = offset.abs() <= half_width
     return mask & (offset >= 0) if causal else mask  # (T, S)
 
@@ -49,13 +50,14 @@ def window_mask(queries: int, keys: int | None = None, half_width: int = 0, caus
 def reach(mask: torch.Tensor, layers: int) -> torch.Tensor:
     """Which inputs can influence which outputs after ``layers`` attention layers with ``mask``.
 
-    Position i of layer l reads the positions its mask allows at layer l − 1, and itself (the
-    residual connection), so ``R_1 = M ∨ I`` and ``R_{l+1} = R_l · R_1`` (boolean product).
-    With a causal window of half-width w, the last output reaches ``layers · w`` tokens back:
-    the receptive field grows linearly with depth (Beltagy et al., 2020, section 3.1).
+    Position t of layer l reads the positions its mask allows at layer l − 1, and itself (the
+    residual connection), so ``R_1 = M ∨ I`` (M the mask) and ``R_{l+1} = R_l · R_1`` (boolean
+    product). With a causal window of half-width r, the last output reaches ``N · r`` tokens back
+    after N = ``layers`` layers: the receptive field grows linearly with depth (Beltagy et al.,
+    2020, section 3.1).
 
     Shapes: ``mask`` (T, T) bool (self-attention) -> (T, T) bool, True = input j reaches
-    output i.
+    output t.
     """
     if mask.dtype != torch.bool or mask.dim() != 2 or mask.shape[0] != mask.shape[1]:
         raise ValueError(f"expected a square (T, T) bool mask, got {tuple(mask.shape)} "
@@ -74,10 +76,11 @@ def blockwise_attention(query: torch.Tensor, key: torch.Tensor, value: torch.Ten
                         block_size: int = 64) -> torch.Tensor:
     """``softmax(Q Kᵀ / √d_k) V`` computed one block of keys at a time, with a running maximum
     ``m``, a running sum ``ℓ`` and a running output ``o`` per query (the online softmax of
-    Milakov & Gimelshein, 2018, as FlashAttention uses it; Dao et al., 2022). For each block B:
+    Milakov & Gimelshein, 2018, as FlashAttention uses it; Dao et al., 2022). For each block of
+    keys K_β, with scores e_j:
 
-        s = q K_Bᵀ / √d_k,  m' = max(m, max_j s_j),  ℓ' = e^{m − m'} ℓ + Σ_j e^{s_j − m'},
-        o' = e^{m − m'} o + Σ_j e^{s_j − m'} v_j,      and at the end  output = o / ℓ.
+        e = q K_βᵀ / √d_k,  m' = max(m, max_j e_j),  ℓ' = exp(m − m') ℓ + Σ_j exp(e_j − m'),
+        o' = exp(m − m') o + Σ_j exp(e_j − m') v_j,      and at the end  output = o / ℓ.
 
     Exact (up to rounding), and never more than (..., T, block_size) scores alive at once.
     No mask. A teaching version: a fused kernel does this per tile in on-chip memory, over
@@ -100,11 +103,11 @@ def blockwise_attention(query: torch.Tensor, key: torch.Tensor, value: torch.Ten
     output = torch.zeros(*query.shape[:-1], value.shape[-1], dtype=query.dtype,
                          device=query.device)  # (..., T, d_v)
     for start in range(0, key.shape[-2], block_size):
-        k_block = key[..., start:start + block_size, :]  # (..., b, d_k)
-        v_block = value[..., start:start + block_size, :]  # (..., b, d_v)
-        scores = query @ k_block.transpose(-2, -1) * scale  # (..., T, b)
+        k_block = key[..., start:start + block_size, :]  # (..., block, d_k)
+        v_block = value[..., start:start + block_size, :]  # (..., block, d_v)
+        scores = query @ k_block.transpose(-2, -1) * scale  # (..., T, block)
         new_max = torch.maximum(running_max, scores.amax(dim=-1, keepdim=True))  # (..., T, 1)
-        weights = torch.exp(scores - new_max)  # (..., T, b), unnormalised
+        weights = torch.exp(scores - new_max)  # (..., T, block), unnormalised
         correction = torch.exp(running_max - new_max)  # (..., T, 1): rescales the old sums
         running_sum = correction * running_sum + weights.sum(dim=-1, keepdim=True)
         output = correction * output + weights @ v_block  # (..., T, d_v)

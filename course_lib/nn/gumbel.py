@@ -1,10 +1,10 @@
 """Sampling one item of a categorical distribution with Gumbel noise.
 
 - :func:`gumbel_noise`: ``g = −log(−log u)``, ``u ~ Uniform(0, 1)``;
-- :func:`gumbel_max_sample`: ``i = argmax_i (log a_i + g_i)`` is a draw from ``a`` (Gumbel-max);
-- :func:`sample_item`: the draw and ``log a_i``, for REINFORCE;
-- :func:`straight_through_gumbel`: the one-hot draw forward, the gradient of
-  ``softmax((e + g)/τ)`` backward (Jang et al., 2017; Maddison et al., 2017).
+- :func:`gumbel_max_sample`: ``j* = argmax_j (log a_j + g_j)`` is a draw from ``a`` (Gumbel-max);
+- :func:`sample_item`: the draw and ``log a_{j*}``, for REINFORCE;
+- :func:`straight_through_gumbel`: the one-hot draw ``â`` forward, the gradient of the relaxed
+  ``ã = softmax((e + g)/τ)`` backward (Jang et al., 2017; Maddison et al., 2017).
 """
 
 from __future__ import annotations
@@ -39,20 +39,20 @@ def gumbel_noise(shape: Sequence[int], *, generator: torch.Generator | None = No
 def gumbel_max_sample(logits: torch.Tensor, *, mask: torch.Tensor | None = None,
                       generator: torch.Generator | None = None) -> torch.Tensor:
     """One sample per row from ``softmax(logits)`` by the Gumbel-max trick:
-    ``i = argmax_i (logits_i + g_i)``, ``g_i ~ Gumbel(0, 1)``.
+    ``j* = argmax_j (logits_j + g_j)``, ``g_j ~ Gumbel(0, 1)``.
 
-    Since ``log a_i = logits_i − log Σ_j exp(logits_j)`` differs from ``logits_i`` by a constant
-    per row, this is ``argmax_i (log a_i + g_i)`` and ``P(i) = a_i``. Masked items are never
-    drawn. A fully masked row returns index 0 (callers zero its weights).
+    Since ``log a_j = logits_j − log Σ_j' exp(logits_j')`` differs from ``logits_j`` by a
+    constant per row, this is ``argmax_j (log a_j + g_j)`` and ``P(j* = j) = a_j``. Masked items
+    are never drawn. A fully masked row returns index 0 (callers zero its weights).
 
-    Shapes: ``logits`` (B, N), ``mask`` (B, N) bool -> indices (B,) int64.
+    Shapes: ``logits`` (B, S), ``mask`` (B, S) bool -> indices (B,) int64.
     """
     if logits.dim() != 2:
-        raise ValueError(f"logits must have shape (B, N), got {shape_of(logits)}")
-    check_mask(mask, shape_of(logits), "(B, N)")
+        raise ValueError(f"logits must have shape (B, S), got {shape_of(logits)}")
+    check_mask(mask, shape_of(logits), "(B, S)")
     dtype = torch.promote_types(logits.dtype, torch.float32)  # fp16 uniforms are too coarse
     noise = gumbel_noise(shape_of(logits), generator=generator, dtype=dtype,
-                         device=logits.device)  # (B, N)
+                         device=logits.device)  # (B, S)
     perturbed = logits.detach().to(dtype) + noise
     if mask is not None:
         perturbed = perturbed.masked_fill(~mask, -math.inf)
@@ -74,11 +74,11 @@ class _StraightThrough(torch.autograd.Function):
 def straight_through_gumbel(scores: torch.Tensor, temperature: float = 1.0,
                             generator: torch.Generator | None = None,
                             mask: torch.Tensor | None = None) -> torch.Tensor:
-    """One-hot ``z = onehot(argmax(e + g))`` forward, gradient of ``y = softmax((e + g)/τ)``.
+    """One-hot ``â = onehot(argmax_j (e_j + g_j))`` forward, gradient of ``ã = softmax((e + g)/τ)``.
 
-    Returns ``z`` exactly in value, with the gradient of ``y`` (what ``z + y − stopgrad(y)``
+    Returns ``â`` exactly in value, with the gradient of ``ã`` (what ``â + ã − stopgrad(ã)``
     does, without its rounding error in the forward value). Masked items
-    (False) are never picked. Shapes: ``scores`` (B, N) -> weights (B, N).
+    (False) are never picked. Shapes: ``scores`` (B, S) -> weights (B, S).
     """
     if temperature <= 0:
         raise ValueError(f"temperature must be positive, got {temperature}")
@@ -93,9 +93,10 @@ def straight_through_gumbel(scores: torch.Tensor, temperature: float = 1.0,
 
 def sample_item(scores: torch.Tensor, generator: torch.Generator | None = None
                 ) -> tuple[torch.Tensor, torch.Tensor]:
-    """``i ~ Categorical(softmax(e))`` (Gumbel-max) and ``log a_i``, differentiable in ``e``.
+    """``j* ~ Categorical(a = softmax(e))`` (Gumbel-max) and ``log a_{j*}``, differentiable in
+    ``e``.
 
-    Shapes: ``scores`` (B, N) -> index (B,), log-probability (B,).
+    Shapes: ``scores`` (B, S) -> index (B,), log-probability (B,).
     """
     index = (scores.detach() + gumbel_noise(scores.shape, generator=generator, dtype=scores.dtype,
                          device=scores.device)).argmax(-1)

@@ -4,10 +4,10 @@ Sinusoidal (Vaswani et al., 2017, section 3.5), for position p and pair index i 
 
     PE[p, 2i] = sin(p ω_i),    PE[p, 2i + 1] = cos(p ω_i),    ω_i = 10000^(-2i / D).
 
-Each pair rotates with p at its own speed, so the encoding at p + k is a fixed rotation of the
-one at p, whatever p: ``PE[p + k] = M_k PE[p]`` (:func:`offset_rotation`). Learned encodings are
-one trained vector per position (:class:`LearnedPositions`); they know nothing of offsets and
-nothing beyond ``max_len``.
+Each pair rotates with p at its own speed, so the encoding at p + δ is a fixed rotation of the
+one at p, whatever p: ``PE[p + δ] = M_δ PE[p]`` (:func:`offset_rotation`). Learned encodings are
+one trained vector per position, a table E_pos (:class:`LearnedPositions`); they know nothing of
+offsets and nothing beyond ``max_len``.
 """
 
 from __future__ import annotations
@@ -25,15 +25,15 @@ def frequencies(d_model: int) -> torch.Tensor:
 
 def sinusoidal_table(max_len: int, d_model: int) -> torch.Tensor:
     """PE[p, 2i] = sin(p ω_i), PE[p, 2i+1] = cos(p ω_i). Shape: (max_len, D), float32."""
-    positions = torch.arange(max_len, dtype=torch.float64).unsqueeze(1)  # (P, 1)
-    angles = positions * frequencies(d_model)  # (P, D/2)
-    table = torch.stack([angles.sin(), angles.cos()], dim=-1)  # (P, D/2, 2)
-    return table.reshape(max_len, d_model).float()  # (P, D), sin and cos interleaved
+    positions = torch.arange(max_len, dtype=torch.float64).unsqueeze(1)  # (max_len, 1)
+    angles = positions * frequencies(d_model)  # (max_len, D/2)
+    table = torch.stack([angles.sin(), angles.cos()], dim=-1)  # (max_len, D/2, 2)
+    return table.reshape(max_len, d_model).float()  # (max_len, D), sin and cos interleaved
 
 
 def offset_rotation(offset: float, d_model: int) -> torch.Tensor:
-    """M_k with ``PE[p + k] = M_k PE[p]`` for every p: one 2×2 rotation per pair,
-    [[cos kω_i, sin kω_i], [-sin kω_i, cos kω_i]], from sin(a + b) and cos(a + b).
+    """M_δ (δ = ``offset``) with ``PE[p + δ] = M_δ PE[p]`` for every p: one 2×2 rotation per
+    pair, [[cos δω_i, sin δω_i], [-sin δω_i, cos δω_i]], from sin(a + b) and cos(a + b).
 
     Shape: (D, D), block diagonal, float32."""
     angles = offset * frequencies(d_model)  # (D/2,)
@@ -64,7 +64,7 @@ class SinusoidalPositions(nn.Module):
 
 
 class LearnedPositions(nn.Module):
-    """``x + P[offset : offset + T]`` with P a trained (max_len, D) table (BERT, GPT-2)."""
+    """``x + E_pos[offset : offset + T]`` with E_pos a trained (max_len, D) table (BERT, GPT-2)."""
 
     def __init__(self, d_model: int, max_len: int = 512) -> None:
         super().__init__()

@@ -94,7 +94,7 @@ def fused_attention(query: torch.Tensor, key: torch.Tensor, value: torch.Tensor,
 
 def causal_mask(queries: int, keys: int | None = None,
                 device: torch.device | str | None = None) -> torch.Tensor:
-    """True where query i may see key j: ``j <= i + (S - T)``.
+    """True where query t may see key j: ``j <= t + (S - T)`` (t and j counting from 0).
 
     The last query sits at the last key's position, so with a cache of S - T earlier tokens the
     T new queries see every cached key and the new keys up to their own. Shape: (T, S).
@@ -178,7 +178,9 @@ class MultiHeadAttention(nn.Module):
                    implementation: str = "fused") -> MultiHeadAttention:
         """A copy of a ``torch.nn.MultiheadAttention`` (batch_first, equal q/k/v sizes).
 
-        PyTorch stacks W^Q, W^K, W^V in one ``in_proj_weight`` (3D, D); we keep three."""
+        PyTorch stacks the stored weights (W^Q)ᵀ, (W^K)ᵀ, (W^V)ᵀ (``nn.Linear`` keeps the
+        transpose of a right-multiplied matrix) in one ``in_proj_weight`` (3D, D); we keep
+        three."""
         if not torch_mha._qkv_same_embed_dim or torch_mha.bias_k is not None:
             raise ValueError("only MultiheadAttention with kdim = vdim = embed_dim and no "
                              "add_bias_kv can be copied")
@@ -210,7 +212,7 @@ class MultiHeadAttention(nn.Module):
     def _check_inputs(self, query: torch.Tensor, key: torch.Tensor, value: torch.Tensor) -> None:
         for name, x in (("query", query), ("key", key), ("value", value)):
             if x.dim() != 3 or x.shape[-1] != self.d_model or x.shape[0] != query.shape[0]:
-                raise ValueError(f"expected {name} of shape (B, L, {self.d_model}) with B = "
+                raise ValueError(f"expected {name} of shape (B, length, {self.d_model}) with B = "
                                  f"{query.shape[0] if query.dim() else '?'}, got {shape_of(x)}")
         if key.shape[1] != value.shape[1]:
             raise ValueError(f"key and value must have the same length, got {shape_of(key)} and "

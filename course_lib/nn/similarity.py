@@ -1,10 +1,10 @@
 """Word embeddings and dot-product similarity (lesson 01).
 
-An embedding matrix ``E`` (V, d) holds one row per word of a vocabulary of V words. Looking a
-word up reads its row, which is the same as multiplying its one-hot vector by ``E``. Words with
-similar meanings get similar rows, measured by the dot product or the cosine. Softmax turns such
-scores into probabilities, and the same dot product with an *output* embedding matrix maps a
-hidden state back to a word: the last step of every language model in this course.
+An embedding matrix ``E`` (V, d) holds one row ``E[w]`` per word ``w`` of a vocabulary of V
+words. Looking a word up reads its row, which is the same as multiplying its one-hot vector by
+``E``. Words with similar meanings get similar rows, measured by the dot product or the cosine.
+Softmax turns such scores into probabilities, and the same dot product with an *output* embedding
+matrix maps a decoder state back to a word: the last step of every language model in this course.
 
 Real vectors (GloVe) are loaded by :mod:`course_lib.data.glove`. Every function takes its device
 from its inputs.
@@ -56,7 +56,7 @@ def _check_indices(indices: object, vocab_size: int) -> torch.Tensor:
 
 def one_hot(indices: torch.Tensor, vocab_size: int,
             dtype: torch.dtype = torch.float32) -> torch.Tensor:
-    """One-hot vectors: ``x_i`` has a 1 at position ``i`` and 0 elsewhere.
+    """One-hot vectors: ``x_w`` has a 1 at position ``w`` and 0 elsewhere.
 
     Shapes: ``indices`` (...) integer -> (..., vocab_size) of ``dtype``.
     """
@@ -66,7 +66,7 @@ def one_hot(indices: torch.Tensor, vocab_size: int,
 
 
 def embedding_lookup(embeddings: torch.Tensor, indices: torch.Tensor) -> torch.Tensor:
-    """The rows of ``E`` for the given word ids: ``e_i = E[i]`` (what ``nn.Embedding`` does).
+    """The rows of ``E`` for the given word ids: ``e_w = E[w]`` (what ``nn.Embedding`` does).
 
     Shapes: ``embeddings`` (V, d), ``indices`` (...) integer -> (..., d).
     """
@@ -75,9 +75,9 @@ def embedding_lookup(embeddings: torch.Tensor, indices: torch.Tensor) -> torch.T
 
 
 def one_hot_lookup(embeddings: torch.Tensor, indices: torch.Tensor) -> torch.Tensor:
-    """The same lookup as a matrix product: ``e_i = x_iᵀ E`` with ``x_i`` the one-hot vector.
+    """The same lookup as a matrix product: ``e_w = x_wᵀ E`` with ``x_w`` the one-hot vector.
 
-    Every product but one is multiplied by zero, so the result equals ``E[i]`` exactly; it just
+    Every product but one is multiplied by zero, so the result equals ``E[w]`` exactly; it just
     costs V·d multiply-adds per word instead of a copy of d numbers.
 
     Shapes: ``embeddings`` (V, d), ``indices`` (...) integer -> (..., d).
@@ -132,7 +132,7 @@ def cosine_matrix(a: torch.Tensor, b: torch.Tensor, eps: float = 1e-8) -> torch.
 
 
 def preference_scores(user_tastes: torch.Tensor, movie_features: torch.Tensor) -> torch.Tensor:
-    """How much each user should like each movie: ``S = U Mᵀ``, ``S[u, m] = Σ_f U[u,f] M[m,f]``.
+    """Predicted ratings of each movie by each user: ``R̂ = U Mᵀ``, ``R̂[u, m] = Σ_f U[u,f] M[m,f]``.
 
     Shapes: ``user_tastes`` (U, F), ``movie_features`` (M, F) -> (U, M).
     """
@@ -143,16 +143,16 @@ def preference_scores(user_tastes: torch.Tensor, movie_features: torch.Tensor) -
 
 
 # ---------------------------------------------------------------------------------------------
-# From scores to probabilities, and from a hidden state to a word
+# From scores to probabilities, and from a decoder state to a word
 # ---------------------------------------------------------------------------------------------
 
 
 def softmax_with_temperature(scores: torch.Tensor, temperature: float = 1.0,
                              dim: int = -1) -> torch.Tensor:
-    """``p_i = exp(s_i / T) / Σ_j exp(s_j / T)`` along ``dim``.
+    """``p_i = exp(e_i / τ) / Σ_j exp(e_j / τ)`` along ``dim``, with ``τ = temperature``.
 
-    T = 1 is the plain softmax; T → 0 approaches a one-hot vector on the largest score (ties
-    share it); large T approaches the uniform distribution. Only T > 0 is allowed.
+    τ = 1 is the plain softmax; τ → 0 approaches a one-hot vector on the largest score (ties
+    share it); large τ approaches the uniform distribution. Only τ > 0 is allowed.
 
     Shapes: ``scores`` (..., n) -> (..., n), every slice along ``dim`` sums to one.
     """
@@ -175,10 +175,11 @@ def entropy(probs: torch.Tensor, dim: int = -1) -> torch.Tensor:
 
 def output_distribution(hidden: torch.Tensor, output_embeddings: torch.Tensor,
                         temperature: float = 1.0) -> tuple[torch.Tensor, torch.Tensor]:
-    """Score every word of the vocabulary against a hidden state, then normalise:
-    ``logits = W h`` (one dot product per word) and ``p = softmax(logits / T)``.
+    """Score every word of the vocabulary against a decoder state ``s`` (``hidden``), then
+    normalise: ``logits = W_out s`` (one dot product per word) and ``p = softmax(logits / τ)``.
 
-    ``W`` is the output embedding matrix, one row per word (tied models reuse the input ``E``).
+    ``W_out`` (``output_embeddings``) is the output embedding matrix, one row per word (tied
+    models reuse the input ``E``).
 
     Shapes: ``hidden`` (..., d), ``output_embeddings`` (V, d) -> logits (..., V), probs (..., V).
     """
@@ -191,7 +192,7 @@ def output_distribution(hidden: torch.Tensor, output_embeddings: torch.Tensor,
 
 def predict_word(hidden: torch.Tensor, output_embeddings: torch.Tensor,
                  words: Sequence[str]) -> str | list[str]:
-    """The most probable word, ``argmax_i (W h)_i`` (softmax and T > 0 keep the order).
+    """The most probable word, ``argmax_w (W_out s)_w`` (softmax and τ > 0 keep the order).
 
     Shapes: ``hidden`` (d,) -> one word; (B, d) -> a list of B words. ``output_embeddings``
     (V, d) and ``len(words) == V``.
@@ -229,9 +230,10 @@ def top_k_words(scores: torch.Tensor, words: Sequence[str], k: int = 5) -> list[
 
 
 def pca_project(points: torch.Tensor, dims: int = 2) -> torch.Tensor:
-    """Coordinates on the first ``dims`` principal axes: ``Z = (X − x̄) V_k`` where ``V_k`` are
-    the top right singular vectors of the centred ``X``. Each axis' sign is fixed so that its
-    largest-magnitude loading is positive (the same picture on every run).
+    """Coordinates on the first ``dims`` principal axes: ``Z = (X − x̄) [u_1 … u_k]`` where
+    ``u_1, …, u_k`` (``k = dims``) are the top right singular vectors of the centred ``X``. Each
+    axis' sign is fixed so that its largest-magnitude loading is positive (the same picture on
+    every run).
 
     Shapes: ``points`` (N, d) -> (N, dims).
     """
