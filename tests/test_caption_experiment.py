@@ -91,8 +91,10 @@ def test_a_data_set_can_change_its_settings_without_touching_the_other(tmp_path)
     settings = CaptioningSettings.for_profile(0)
     assert settings.for_dataset("digits") == replace(settings, by_dataset={})
     shapes = settings.for_dataset("shapes")
-    assert shapes.model == replace(settings.model, read_convs=2, pool_before_norm=False)
+    assert shapes.model == replace(settings.model, read_convs=2, gate=False,
+                                   pool_before_norm=False)
     assert (shapes.final_lr_fraction, settings.final_lr_fraction) == (None, 0.05)
+    assert (shapes.regularization, settings.regularization) == (0.0, 0.1)
     wide = replace(settings.model, read_convs=3)
     other = replace(settings, by_dataset={"digits": {"model": wide, "steps": 7},
                                           "shapes": settings.by_dataset["shapes"]})

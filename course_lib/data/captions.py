@@ -13,7 +13,7 @@ Two data sets, both drawn by code so that every named object's position is known
 Every example records, for each word of its caption, the box of the object the word names
 (None for words that name no object: "a", "left", "of", "above"). Boxes are
 ``(x0, y0, x1, y1)`` in pixels, ``x1`` and ``y1`` exclusive. Images are float32 CPU tensors in
-[0, 1] of shape (C, H, W).
+[0, 1] of shape (C, H_img, W_img).
 """
 
 from __future__ import annotations
@@ -42,7 +42,7 @@ COLOURS = {"red": (0.95, 0.15, 0.15), "green": (0.15, 0.85, 0.2), "blue": (0.2, 
            "yellow": (0.95, 0.9, 0.1), "white": (0.95, 0.95, 0.95)}
 SIZES = {"small": 5, "large": 9}  # half-widths in pixels
 RELATION_MARGIN = 4  # pixels by which a row runs more along than across (see _shape_scene)
-DIGIT_CANVAS = (32, 128)  # (H, W)
+DIGIT_CANVAS = (32, 128)  # (H_img, W_img)
 SHAPE_CANVAS = (64, 64)
 # Shares of the bundled digit images that each split draws from (the rest is test).
 DIGIT_POOL_SHARES = {"train": 0.7, "val": 0.15}
@@ -53,7 +53,7 @@ _SPLIT_OFFSET = {"train": 0, "val": 1, "test": 2}
 class CaptionSet:
     """``n`` images with their captions and, for every caption word, the box it names.
 
-    Shapes: ``images`` (n, C, H, W) float32 in [0, 1]; ``captions[i]`` a list of words;
+    Shapes: ``images`` (n, C, H_img, W_img) float32 in [0, 1]; ``captions[i]`` a list of words;
     ``word_boxes[i][t]`` the box named by word t of caption i, or None.
     """
 
@@ -98,7 +98,7 @@ def digit_pools(seed: int = 0) -> dict[str, np.ndarray]:
 
 @functools.cache
 def _bundled_digits() -> tuple[np.ndarray, np.ndarray]:
-    """scikit-learn's 1,797 digits as (images in [0, 1] of shape (N, 8, 8), labels (N,)).
+    """scikit-learn's 1,797 digits as (images in [0, 1] of shape (1797, 8, 8), labels (1797,)).
 
     Read straight from the file ``sklearn.datasets.load_digits`` reads (importing scikit-learn
     itself takes seconds).
@@ -108,17 +108,17 @@ def _bundled_digits() -> tuple[np.ndarray, np.ndarray]:
         raise ModuleNotFoundError("the digit strips need scikit-learn's bundled digits: "
                                   "pip install scikit-learn")
     path = Path(spec.submodule_search_locations[0]) / "datasets" / "data" / "digits.csv.gz"
-    table = np.loadtxt(path, delimiter=",", dtype=np.float32)  # (N, 65): 64 pixels, label
+    table = np.loadtxt(path, delimiter=",", dtype=np.float32)  # (1797, 65): 64 pixels, label
     return (table[:, :-1] / 16.0).reshape(-1, 8, 8), table[:, -1].astype(np.int64)
 
 
 @functools.cache
 def _resized_digits(size: int) -> np.ndarray:
-    """Every bundled digit resized (bilinear) to (size, size). Shape: (N, size, size)."""
-    images = torch.from_numpy(_bundled_digits()[0]).unsqueeze(1)  # (N, 1, 8, 8)
+    """Every bundled digit resized (bilinear) to (size, size). Shape: (1797, size, size)."""
+    images = torch.from_numpy(_bundled_digits()[0]).unsqueeze(1)  # (1797, 1, 8, 8)
     resized = torch.nn.functional.interpolate(images, size=(size, size), mode="bilinear",
                                               align_corners=False)
-    return resized.squeeze(1).numpy()  # (N, size, size)
+    return resized.squeeze(1).numpy()  # (1797, size, size)
 
 
 def digit_strips(n: int, split: str = "train", seed: int = 0, min_digits: int = 2,
@@ -167,8 +167,8 @@ def digit_strips(n: int, split: str = "train", seed: int = 0, min_digits: int = 
 
 def _shape_mask(kind: str, cx: int, cy: int, half: int, height: int, width: int) -> np.ndarray:
     """Boolean (height, width) mask of one shape centred on (cx, cy) with half-width ``half``."""
-    dx = np.arange(width)[None, :] - cx  # (1, W)
-    dy = np.arange(height)[:, None] - cy  # (H, 1)
+    dx = np.arange(width)[None, :] - cx  # (1, width)
+    dy = np.arange(height)[:, None] - cy  # (height, 1)
     if kind == "circle":
         return dx ** 2 + dy ** 2 <= half ** 2
     if kind == "square":
@@ -205,7 +205,7 @@ def shape_scenes(n: int, split: str = "train", seed: int = 0, min_objects: int =
 
 def _shape_scene(image: np.ndarray, rng: np.random.Generator, min_objects: int,
                  max_objects: int) -> tuple[list[str], list[Box | None]]:
-    """Draw one scene into ``image`` (3, H, W); return its caption and word boxes."""
+    """Draw one scene into ``image`` (3, H_img, W_img); return its caption and word boxes."""
     _, height, width = image.shape
     count = int(rng.integers(min_objects, max_objects + 1))
     horizontal = bool(rng.integers(0, 2))
@@ -262,8 +262,8 @@ def caption_vocab(sets: Sequence[CaptionSet]) -> Vocab:
 
 @dataclass
 class CaptionBatch:
-    """Shapes: ``images`` (B, C, H, W); ``tgt_in`` = BOS + caption, ``tgt_out`` = caption + EOS,
-    both (B, T) padded with PAD; ``index`` the rows of the :class:`CaptionSet`."""
+    """Shapes: ``images`` (B, C, H_img, W_img); ``tgt_in`` = BOS + caption, ``tgt_out`` =
+    caption + EOS, both (B, T) padded with PAD; ``index`` the rows of the :class:`CaptionSet`."""
 
     images: torch.Tensor
     tgt_in: torch.Tensor

@@ -70,8 +70,12 @@ class CaptioningSettings:
     encoder, one read convolution (an 18-pixel view, a whole digit) and a learning rate that
     falls along a cosine to ``final_lr_fraction`` of its start. ``by_dataset`` holds what the
     shape scenes change, applied by :meth:`for_dataset`: the plain encoder, two read
-    convolutions (26 pixels, a whole shape: a size word is judged from the whole object) and a
-    constant learning rate. ``max_minutes`` is an optional safety valve on training time."""
+    convolutions (26 pixels, a whole shape: a size word is judged from the whole object), no
+    gate β_t (with one, a model can close it for one kind of word and name that word without
+    looking at the object), no doubly stochastic penalty (``regularization`` 0: the three words
+    that name one object all need the same place, and the penalty pushes repeated looks
+    elsewhere) and a constant learning rate. ``max_minutes`` is an optional safety valve on
+    training time."""
 
     n_train: int
     n_val: int
@@ -113,9 +117,9 @@ class CaptioningSettings:
                    n_val=by_profile(fast=64, full=500),
                    n_test=by_profile(fast=64, full=1000), model=model,
                    steps=by_profile(fast=16, full=CAPTION_STEPS), seed=seed,
-                   by_dataset={"shapes": {"model": replace(model, read_convs=2,
+                   by_dataset={"shapes": {"model": replace(model, read_convs=2, gate=False,
                                                            pool_before_norm=False),
-                                          "final_lr_fraction": None}})
+                                          "final_lr_fraction": None, "regularization": 0.0}})
 
     def model_config(self, name: str, vocab: Vocab) -> CaptionerConfig:
         """The architecture of ``name``'s captioner: ``model`` with that data set's vocabulary

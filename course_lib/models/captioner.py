@@ -2,16 +2,19 @@
 attention over image locations.
 
 The encoder turns an image into a grid of feature vectors, one per location,
-``a = {a_1, …, a_L}`` of shape (B, L = H'·W', C). At every output step the decoder scores each
-location against its previous state and reads a gated weighted average of the features:
+``h = {h_1, …, h_L}`` of shape (B, L = H'·W', C) (Xu et al.'s annotations a_i). At every output
+step the decoder scores each location against its previous state s_{t−1} and reads a gated
+weighted average of the features (the notation of docs/notation.md; Xu et al. write α_ti for the
+weights, ẑ_t for the context and h_t, c_t for the LSTM's state and memory cell):
 
-    e_ti = vᵀ tanh(W h_{t−1} + U a_i + b)              (additive score, course_lib.nn.attention)
-    α_t  = softmax_i(e_ti),     z_t = β_t · Σ_i α_ti a_i,     β_t = σ(w_βᵀ h_{t−1} + b_β)
-    h_t, c_t = LSTM([E y_{t−1}; z_t], (h_{t−1}, c_{t−1}))
-    p(y_t) ∝ exp(L_o(E y_{t−1} + L_h h_t + L_z z_t))    ("deep output", eq. 7)
+    e_tj = vᵀ tanh(W s_{t−1} + U k_j + b)              (additive score, course_lib.nn.attention)
+    a_t  = softmax_j(e_tj),     c_t = β_t · Σ_j a_tj h_j,     β_t = σ(w_βᵀ s_{t−1} + b_β)
+    (s_t, m_t) = LSTM([E[y_{t−1}]; c_t], (s_{t−1}, m_{t−1}))       (m_t: the memory cell)
+    p(y_t) ∝ exp(W_out(E[y_{t−1}] + W_out^s s_t + W_out^c c_t))    ("deep output", eq. 7)
 
-with ``h_0 = tanh(f_h(mean_i a_i))`` and ``c_0 = tanh(f_c(mean_i a_i))``. The loss adds the
-doubly stochastic regularisation ``λ Σ_i (1 − Σ_t α_ti)²`` (eq. 14; here averaged over the
+with the key k_j the first ``key_size`` channels of h_j (all of them by default),
+``s_0 = tanh(f_s(mean_j h_j))`` and ``m_0 = tanh(f_m(mean_j h_j))``. The loss adds the
+doubly stochastic regularisation ``λ Σ_j (1 − Σ_t a_tj)²`` (eq. 14; here averaged over the
 locations), which asks every location to receive about one unit of attention over the caption.
 
 ``forward`` returns a :class:`CaptionOutput` with the weights of every step; ``greedy_decode`` and
@@ -37,7 +40,7 @@ class CaptionerConfig:
     """The Show-Attend-Tell captioner's architecture.
 
     ``channels``: one 3×3 conv (+ BatchNorm + ReLU) per entry; the convs numbered in
-    ``pool_after`` are followed by a 2×2 max-pool, so the grid is (H / 2^P, W / 2^P) with
+    ``pool_after`` are followed by a 2×2 max-pool, so the grid is (H_img / 2^P, W_img / 2^P) with
     P = ``len(pool_after)``. With the default, conv-pool-conv-pool, each cell sees 10×10 pixels
     (its receptive field).
     ``coords`` appends each cell's x and y in [−1, 1] to its feature vector (the CoordConv idea,
@@ -87,8 +90,8 @@ class CaptionerConfig:
 class CNNEncoder(nn.Module):
     """Images to a grid of feature vectors.
 
-    Shapes: ``images`` (B, C_in, H, W) -> features (B, L, C) with L = H'·W',
-    (H', W') = (H, W) // 2^len(pool_after) (see :meth:`grid_shape`). The first ``key_size``
+    Shapes: ``images`` (B, C_in, H_img, W_img) -> features h_j (B, L, C) with L = H'·W',
+    (H', W') = (H_img, W_img) // 2^len(pool_after) (see :meth:`grid_shape`). The first ``key_size``
     channels of each cell are the local features (``channels[-1]``) and, with ``coords``, its x
     and y; with ``read_convs``, ``channels[-1]`` wide-view features follow, so
     C = ``feature_size`` = ``key_size`` (+ ``channels[-1]``).
@@ -117,7 +120,7 @@ class CNNEncoder(nn.Module):
         self.feature_size = self.key_size + (width if wide else 0)
 
     def grid_shape(self, height: int, width: int) -> tuple[int, int]:
-        """(H', W') of the feature grid of an (H, W) image."""
+        """(H', W') of the feature grid of an (H_img, W_img) image."""
         for _ in self.config.pool_after:
             height, width = height // 2, width // 2
         return height, width
@@ -144,7 +147,7 @@ class CNNEncoder(nn.Module):
 
 
 class CaptionOutput(NamedTuple):
-    """Shapes: ``logits`` (B, T, V), ``weights`` α (B, T, L), ``gates`` β (B, T)."""
+    """Shapes: ``logits`` (B, T, V), ``weights`` a_tj (B, T, L), ``gates`` β_t (B, T)."""
 
     logits: torch.Tensor
     weights: torch.Tensor
@@ -176,8 +179,9 @@ class AttentionLSTMDecoder(nn.Module):
 
     def __init__(self, config: CaptionerConfig, feature_size: int,
                  key_size: int | None = None) -> None:
-        """``feature_size``: C of the features a_i read into the context; ``key_size`` (default
-        C): how many of their first channels the attention scores (U a_i)."""
+        """``feature_size``: C of the features h_j read into the context c_t; ``key_size``
+        (default C): how many of their first channels, the keys k_j, the attention scores
+        (U k_j)."""
         super().__init__()
         hidden, embed = config.hidden_size, config.embed_dim
         self.config = config
@@ -186,14 +190,14 @@ class AttentionLSTMDecoder(nn.Module):
             raise ValueError(f"key_size must lie in [1, feature_size = {feature_size}], got "
                              f"{self.key_size}")
         self.embedding = nn.Embedding(config.vocab_size, embed, padding_idx=PAD_ID)
-        self.init_h = nn.Linear(feature_size, hidden)
-        self.init_c = nn.Linear(feature_size, hidden)
+        self.init_h = nn.Linear(feature_size, hidden)  # f_s
+        self.init_c = nn.Linear(feature_size, hidden)  # f_m
         self.score = AdditiveScore(hidden, self.key_size, config.attention_size)
         self.gate = nn.Linear(hidden, 1) if config.gate else None  # w_β, b_β
         self.cell = nn.LSTMCell(embed + feature_size, hidden)
-        self.out_h = nn.Linear(hidden, embed)  # L_h
-        self.out_z = nn.Linear(feature_size, embed, bias=False)  # L_z
-        self.out = nn.Linear(embed, config.vocab_size)  # L_o
+        self.out_h = nn.Linear(hidden, embed)  # W_out^s
+        self.out_z = nn.Linear(feature_size, embed, bias=False)  # W_out^c
+        self.out = nn.Linear(embed, config.vocab_size)  # W_out, b_out
         self.dropout = nn.Dropout(config.dropout)
 
     def initial_state(self, features: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
@@ -203,16 +207,16 @@ class AttentionLSTMDecoder(nn.Module):
     def step(self, previous: torch.Tensor, state, features: torch.Tensor,
              prepared: torch.Tensor, attention: str = "soft",
              generator: torch.Generator | None = None):
-        """Shapes: ``previous`` y_{t−1} (B,), features (B, L, C) -> logits (B, V), new state,
-        α_t (B, L), β_t (B,).
+        """Shapes: ``previous`` y_{t−1} (B,), ``state`` (s_{t−1}, m_{t−1}) (B, H) each,
+        features (B, L, C) -> logits (B, V), new state (s_t, m_t), a_t (B, L), β_t (B,).
 
-        ``attention`` says what the context reads: ``"soft"`` the α-weighted average (what the
-        model is trained with); ``"argmax"`` or ``"sample"`` one location, the most probable or
-        one drawn from α (hard attention at test time; α is returned either way).
+        ``attention`` says what the context c_t reads: ``"soft"`` the a_t-weighted average (what
+        the model is trained with); ``"argmax"`` or ``"sample"`` one location, the most probable
+        or one drawn from a_t (hard attention at test time; a_t is returned either way).
         """
         if attention not in ATTENTION_MODES:
             raise ValueError(f"attention must be one of {ATTENTION_MODES}, got {attention!r}")
-        h, _ = state
+        h, _ = state  # s_{t−1}; the memory cell m_{t−1} only enters the LSTM
         weights = masked_softmax(self.score(h, prepared))  # (B, L)
         read = weights
         if attention != "soft":
@@ -223,7 +227,7 @@ class AttentionLSTMDecoder(nn.Module):
         gate = torch.sigmoid(self.gate(h)).squeeze(-1) if self.gate is not None \
             else h.new_ones(h.shape[0])  # (B,)
         context = gate.unsqueeze(-1) * context
-        embedded = self.embedding(previous)  # (B, E)
+        embedded = self.embedding(previous)  # E[y_{t−1}]: (B, d_e)
         state = self.cell(torch.cat([embedded, context], dim=-1), state)
         logits = self.out(self.dropout(embedded + self.out_h(state[0]) + self.out_z(context)))
         return logits, state, weights, gate
@@ -245,14 +249,14 @@ class ShowAttendTell(nn.Module):
                                             self.encoder.key_size)
 
     def encode(self, images: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        """Features (B, L, C) and the score's key-side part U a_i + b, (B, L, A), computed on
-        the first ``key_size`` channels of a_i."""
+        """Features h_j (B, L, C) and the score's key-side part U k_j + b, (B, L, d_a),
+        computed on the keys k_j, the first ``key_size`` channels of h_j."""
         features = self.encoder(images)
         keys = features[..., :self.decoder.key_size]  # (B, L, key_size)
         return features, self.decoder.score.prepare(keys)
 
     def forward(self, images: torch.Tensor, tgt_in: torch.Tensor) -> CaptionOutput:
-        """Shapes: ``images`` (B, C_in, H, W), ``tgt_in`` (B, T) = BOS + caption."""
+        """Shapes: ``images`` (B, C_in, H_img, W_img), ``tgt_in`` (B, T) = BOS + caption."""
         if tgt_in.dim() != 2 or tgt_in.shape[0] != images.shape[0]:
             raise ValueError(f"expected tgt_in of shape ({images.shape[0]}, T), got "
                              f"{tuple(tgt_in.shape)}")
@@ -275,7 +279,8 @@ class ShowAttendTell(nn.Module):
         ``attention="argmax"`` or ``"sample"`` reads one location per step instead of the soft
         average (see :meth:`AttentionLSTMDecoder.step`).
 
-        Shapes: ``images`` (B, C_in, H, W) -> tokens (B, T'), weights (B, T', L), scores (B,).
+        Shapes: ``images`` (B, C_in, H_img, W_img) -> tokens (B, T'), weights (B, T', L),
+        scores (B,).
         """
         if max_len < 1:
             raise ValueError(f"max_len must be at least 1, got {max_len}")
@@ -307,12 +312,13 @@ class ShowAttendTell(nn.Module):
         """Keep the ``beam_size`` most probable partial captions of every image; return the
         most probable finished one (sum of log-probabilities; beam size 1 is greedy decoding).
 
-        Shapes: ``images`` (B, C_in, H, W) -> tokens (B, T'), weights (B, T', L), scores (B,).
+        Shapes: ``images`` (B, C_in, H_img, W_img) -> tokens (B, T'), weights (B, T', L),
+        scores (B,).
         """
         features, prepared = self.encode(images)
         K = beam_size
         features = features.repeat_interleave(K, dim=0)  # (B·K, L, C)
-        prepared = prepared.repeat_interleave(K, dim=0)  # (B·K, L, A)
+        prepared = prepared.repeat_interleave(K, dim=0)  # (B·K, L, d_a)
 
         def step(previous, state):
             logits, state, weights, _ = self.decoder.step(previous, state, features, prepared)
@@ -327,14 +333,14 @@ class ShowAttendTell(nn.Module):
 
 
 def doubly_stochastic_penalty(weights: torch.Tensor, step_mask: torch.Tensor) -> torch.Tensor:
-    """``(1/L) Σ_i (1 − Σ_t α_ti)²`` per image, summing t over real steps only.
+    """``(1/L) Σ_j (1 − Σ_t a_tj)²`` per image, summing t over real steps only.
 
     Xu et al. (eq. 14) sum over the L locations; the mean keeps the term's size (and so the
-    right λ) independent of the grid size. Since ``Σ_i Σ_t α_ti = T``, the smallest possible
+    right λ) independent of the grid size. Since ``Σ_j Σ_t a_tj = T``, the smallest possible
     value, reached by spreading attention evenly, is ``(1 − T/L)²``: when the caption has far
     fewer words than the image has locations, the term cannot reach zero.
 
-    Shapes: ``weights`` α (B, T, L), ``step_mask`` (B, T) bool -> (B,).
+    Shapes: ``weights`` a_tj (B, T, L), ``step_mask`` (B, T) bool -> (B,).
     """
     if weights.dim() != 3 or step_mask.shape != weights.shape[:2]:
         raise ValueError(f"expected weights (B, T, L) and step_mask (B, T), got "
