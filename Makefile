@@ -3,6 +3,9 @@
 #   make test   set up .venv if needed, then lint and run the whole test suite
 # and one for the measured results:
 #   make reproduce   retrain every experiment for SEEDS (default 0-4), regenerate docs/results.md
+# and two for reading and teaching without a kernel:
+#   make site        the course as an offline website (PROFILE=fast builds it in about a minute)
+#   make slides      one reveal.js deck per lesson, for instructors
 # Kept to GNU Make 3.81 features (the make that macOS ships).
 
 PYTHON ?= python3
@@ -20,8 +23,10 @@ PYTEST_NOTEBOOKS := --nbval-lax --nbval-current-env --nbval-cell-timeout=600
 PYTEST_PARALLEL ?= -n auto --dist loadscope
 
 SEEDS ?= 0-4
+# The profile `make site` and `make slides` run the lessons in: full (what a learner runs) or fast.
+PROFILE ?= full
 
-.PHONY: lab test setup test-full check exercises clean-notebooks clean reproduce
+.PHONY: lab test setup test-full check exercises clean-notebooks clean reproduce site slides
 
 setup:
 	@COURSE_VENV=$(VENV) $(PYTHON) tools/bootstrap.py
@@ -42,6 +47,12 @@ test-full: setup
 
 reproduce: setup
 	COURSE_PROFILE=full $(BIN)/course reproduce all --seeds $(SEEDS)
+
+site: setup
+	$(BIN)/course site --profile $(PROFILE)
+
+slides: setup
+	$(BIN)/course slides --profile $(PROFILE)
 
 check: setup
 	$(BIN)/course check

@@ -12,6 +12,8 @@
     course results                regenerate docs/results.md from results/seed-*/
     course bench                  time course_lib against PyTorch; results/bench.json and
                                   docs/performance.md
+    course site [--profile P]     the course as an offline website: build/site/P/_build/html
+    course slides [LESSON ...]    one reveal.js deck per lesson: build/slides/P/
 """
 
 from __future__ import annotations
@@ -91,7 +93,22 @@ def build_parser() -> argparse.ArgumentParser:
     bench.add_argument("--out-dir", default=None, help="where bench.json goes (default: results/)")
     bench.add_argument("--docs", default=None,
                        help="the Markdown page to write (default: docs/performance.md)")
+    add_publishing_commands(commands)
     return parser
+
+
+def add_publishing_commands(commands) -> None:
+    """``course site`` and ``course slides``."""
+    site = commands.add_parser("site", help="build the course website from the executed lessons")
+    slides = commands.add_parser("slides", help="build a reveal.js deck for each lesson")
+    slides.add_argument("lessons", nargs="*", metavar="LESSON",
+                        help="two-digit lesson numbers (default: all)")
+    for command in (site, slides):
+        command.add_argument("--profile", choices=["fast", "full"], default="full",
+                             help="run the lessons in this profile (default: full, what a "
+                                  "learner runs; fast builds in about a minute, for checks)")
+    site.add_argument("--rerun", action="store_true",
+                      help="execute every lesson again, even those whose cells did not change")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -139,6 +156,10 @@ def main(argv: list[str] | None = None) -> int:
         from course_lib.experiments.bench import bench_cli
 
         return bench_cli(args)
+    if args.command in ("site", "slides"):
+        from course_lib.course.publish import publish_cli
+
+        return publish_cli(args)
     return 2  # unreachable: argparse rejects unknown commands
 
 

@@ -10,14 +10,16 @@ from course_lib.models.pointer import HardAttentionConfig
 
 def show_attend_tell_diagram(config: CaptionerConfig, image_size: tuple[int, int],
                              batch: int = 32) -> Diagram:
-    """The CNN turns the image into a grid of L = H'·W' feature vectors h_j; at every step the
-    LSTM's previous state s_{t−1} scores each location, the weights a_t average the features
-    into c_t (scaled by the gate β_t when ``config.gate``), and the LSTM reads [E[y_{t−1}]; c_t]."""
+    """The CNN turns the image into a grid of L = H'·W' feature vectors h_j, whose first d_k
+    channels are the keys k_j; at every step the LSTM's previous state s_{t−1} scores each key,
+    the weights a_t average the features into c_t (scaled by the gate β_t when
+    ``config.gate``), and the LSTM reads [E[y_{t−1}]; c_t]."""
     encoder = CNNEncoder(config)
     rows, cols = encoder.grid_shape(*image_size)
     dims = Dims({"B": batch, "C_in": config.in_channels, "H_img": image_size[0],
                  "W_img": image_size[1], "H'": rows, "W'": cols, "L": rows * cols,
-                 "C": encoder.feature_size, "H": config.hidden_size, "d_e": config.embed_dim,
+                 "C": encoder.feature_size, "d_k": encoder.key_size,
+                 "H": config.hidden_size, "d_e": config.embed_dim,
                  "V": config.vocab_size})
     reads = r"$c_t = \beta_t\, \Sigma_j\, a_{tj} h_j$" if config.gate else \
         r"$c_t = \Sigma_j\, a_{tj} h_j$"
@@ -26,7 +28,7 @@ def show_attend_tell_diagram(config: CaptionerConfig, image_size: tuple[int, int
              Box("cnn", 0, 2.2, convs, "layer", width=4.2),
              Box("grid", 0, 4.4, "grid + coordinates, flattened", "op", width=3.6),
              Box("a", 0, 6.6, r"features $h_1 \ldots h_L$", "state", width=3.0),
-             Box("score", 4.6, 6.6, r"$e_{tj} = v^\top \tanh(W s_{t-1} + U h_j + b)$",
+             Box("score", 4.6, 6.6, r"$e_{tj} = v^\top \tanh(W s_{t-1} + U k_j + b)$",
                  "attention", width=4.6),
              Box("softmax", 9.4, 6.6, "softmax over $j$", "op"),
              Box("read", 13.0, 6.6, reads, "op", width=2.8),
@@ -39,7 +41,7 @@ def show_attend_tell_diagram(config: CaptionerConfig, image_size: tuple[int, int
               Arrow("cnn", "grid", dims("B", "C", "H'", "W'") if not config.coords and
                     not config.read_convs else None),
               Arrow("grid", "a", dims("B", "L", "C")),
-              Arrow("a", "score", dims("B", "L", "C")),
+              Arrow("a", "score", dims("B", "L", "d_k"), text="$k_j$"),
               Arrow("h_prev", "score", dims("B", "H")),
               Arrow("score", "softmax", dims("B", "L"), text=r"$e_t$"),
               Arrow("softmax", "read", dims("B", "L"), text=r"$a_t$"),

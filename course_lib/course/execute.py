@@ -1,0 +1,98 @@
+"""Run a lesson notebook headless and keep the executed copy, so a site or a deck reuses it.
+
+An executed copy is kept under a key made of the notebook's cells and the profile. A rebuild
+re-executes only the notebooks whose cells changed; ``rerun=True`` executes every one again
+(after a change to ``course_lib`` that alters outputs, for example).
+
+The kernel talks to this process over Unix sockets where the system has them rather than over
+TCP ports, so two kernels started one after the other can never be handed the same port.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import tempfile
+import time
+import uuid
+from dataclasses import dataclass
+from pathlib import Path
+
+import nbformat
+
+KERNEL_NAME = "attention-course"
+# Longest a single cell may run: the full profile trains models inside some lessons.
+CELL_TIMEOUT_S = {"fast": 600, "full": 3600}
+
+
+@dataclass(frozen=True)
+class Executed:
+    source: Path
+    executed: Path
+    seconds: float | None  # None when the executed copy came from the cache
+
+
+def cells_key(notebook: Path, profile: str) -> str:
+    """A hash of what execution depends on in the notebook: its cells, kernel and the profile."""
+    nb = json.loads(notebook.read_text())
+    cells = [(c["cell_type"], "".join(c["source"])) for c in nb["cells"]]
+    payload = json.dumps({"cells": cells, "profile": profile,
+                          "kernel": nb["metadata"].get("kernelspec", {}).get("name")})
+    return hashlib.sha256(payload.encode()).hexdigest()[:20]
+
+
+def _kernel_manager(kernel_name: str):
+    from jupyter_client.manager import KernelManager
+
+    manager = KernelManager(kernel_name=kernel_name)
+    if os.name != "nt":
+        manager.transport = "ipc"
+        # the kernel's sockets are files named <ip>-<n>; the manager removes them at shutdown
+        manager.ip = str(Path(tempfile.gettempdir()) / f"course-kernel-{uuid.uuid4().hex[:12]}")
+    return manager
+
+
+def kernel_environment(profile: str, extra: dict | None = None) -> dict:
+    """The kernel's environment: this process's, with the profile set and without a forced
+    matplotlib backend (a headless ``MPLBACKEND=Agg`` would leave every figure out)."""
+    env = {key: value for key, value in os.environ.items() if key != "MPLBACKEND"}
+    return {**env, "COURSE_PROFILE": profile, **(extra or {})}
+
+
+def execute(notebook: Path, target: Path, profile: str, *, env: dict | None = None) -> float:
+    """Execute ``notebook`` in its own folder with ``COURSE_PROFILE=profile``; write it to
+    ``target`` with outputs and the widget state; return the seconds it took. A cell that
+    raises fails the run with ``nbclient.exceptions.CellExecutionError``."""
+    from nbclient import NotebookClient
+
+    if profile not in CELL_TIMEOUT_S:
+        raise ValueError(f"profile must be one of {sorted(CELL_TIMEOUT_S)}, got {profile!r}")
+    nb = nbformat.read(notebook, as_version=4)
+    manager = _kernel_manager(nb.metadata.get("kernelspec", {}).get("name", KERNEL_NAME))
+    start = time.perf_counter()
+    try:
+        client = NotebookClient(nb, km=manager, timeout=CELL_TIMEOUT_S[profile],
+                                store_widget_state=True,
+                                resources={"metadata": {"path": str(notebook.parent)}})
+        client.execute(env=kernel_environment(profile, env))
+    finally:
+        if manager.has_kernel:  # a client given a manager leaves the kernel running
+            manager.shutdown_kernel(now=True)
+    seconds = time.perf_counter() - start
+    target.parent.mkdir(parents=True, exist_ok=True)
+    nbformat.write(nb, target)
+    return seconds
+
+
+def execute_cached(notebook: Path, cache: Path, profile: str, *, rerun: bool = False) -> Executed:
+    """The executed copy of ``notebook`` from ``cache``, executing it first when its cells or
+    the profile changed since the copy was made (or when ``rerun``)."""
+    key = cells_key(notebook, profile)
+    target = cache / profile / f"{notebook.stem}-{key}.ipynb"
+    if target.is_file() and not rerun:
+        return Executed(notebook, target, None)
+    for stale in (cache / profile).glob(f"{notebook.stem}-*.ipynb"):
+        stale.unlink()
+    seconds = execute(notebook, target, profile)
+    return Executed(notebook, target, seconds)

@@ -1,0 +1,186 @@
+"""`course site`: the course as a static website, with every lesson's outputs in place.
+
+The site is a Jupyter Book 1.x (Sphinx + MyST-NB) built from a staging folder,
+``build/site/<profile>/src``, that holds:
+
+- the lessons, executed in the chosen profile (``execute.execute_cached``: only notebooks whose
+  cells changed run again, and the full-profile lessons load the models ``course reproduce``
+  saved, as they do in the lab);
+- the pages of ``docs/``, at the same relative place, so links between lessons and docs work;
+- the students' exercise notebooks, offered as downloads on a generated page;
+- MathJax, require.js and the ipywidgets manager (``web_assets``), so no page loads anything from
+  another host. After the build every page is scanned and any ``src``/``href`` to another host
+  fails the build.
+
+The HTML lands in ``build/site/<profile>/_build/html``; open its ``index.html``.
+"""
+
+from __future__ import annotations
+
+import re
+import shutil
+import subprocess
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import yaml
+
+from course_lib.course.execute import execute_cached
+from course_lib.course.syllabus import COURSE_ROOT, LESSONS
+from course_lib.course.web_assets import copy_assets
+
+TITLE = "Attention, from dot products to Transformers"
+DOC_PAGES = ("setup", "notation", "results", "experiments", "reproducibility", "performance",
+             "benchmarks", "instructors", "contributing", "layout", "api", "distributed")
+WIDGET_NOTE = ("This control shows the state it was saved in. Moving it needs the live lab "
+               "(<code>make lab</code>), where a kernel redraws the figure.")
+FAVICON = ('<svg xmlns="http://www.w3.org/2000/svg" viewBox="0 0 16 16"><rect width="16" '
+           'height="16" rx="3" fill="#1f4e79"/><text x="8" y="12.5" font-size="12" '
+           'text-anchor="middle" fill="#fff">α</text></svg>')
+MATHJAX = "mathjax/tex-chtml-full.js"
+# an attribute that loads or links something: src=, href=, or a url(...) in an inline style
+_REFERENCE = re.compile(r"""(?:\b(?:src|href|action|poster|data)\s*=\s*["']|url\(\s*["']?)"""
+                        r"""((?:https?:)?//[^"')\s>]+)""", re.IGNORECASE)
+
+
+@dataclass
+class SiteReport:
+    html: Path
+    executed: dict[str, float | None] = field(default_factory=dict)  # None: reused from cache
+    build_s: float = 0.0
+    size_bytes: int = 0
+
+
+def site_folder(profile: str, root: Path = COURSE_ROOT) -> Path:
+    return root / "build" / "site" / profile
+
+
+def external_references(html_root: Path) -> dict[str, list[str]]:
+    """Every ``src``/``href``/``url()`` in the built HTML and CSS that names another host, by
+    file. An offline site has none."""
+    found = {}
+    for path in sorted([*html_root.rglob("*.html"), *html_root.rglob("*.css")]):
+        hits = sorted(set(_REFERENCE.findall(path.read_text(errors="replace"))))
+        if hits:
+            found[str(path.relative_to(html_root))] = hits
+    return found
+
+
+def book_config(root: Path = COURSE_ROOT) -> dict:
+    """The Jupyter Book ``_config.yml``, as a dictionary."""
+    return {
+        "title": TITLE, "author": "the course authors", "copyright": "",
+        "only_build_toc_files": True,
+        "exclude_patterns": ["_build", "_exercises", "**.ipynb_checkpoints"],
+        "execute": {"execute_notebooks": "off"},  # the staging step executed them
+        "parse": {"myst_enable_extensions": ["colon_fence", "dollarmath", "amsmath"]},
+        "html": {"use_multitoc_numbering": False, "home_page_in_navbar": True},
+        "sphinx": {
+            "config": {
+                # Jupyter Book's defaults without the ones that reach other hosts (thebe's
+                # launcher, comments, intersphinx), plus the widget note
+                "extensions": ["sphinx_togglebutton", "sphinx_copybutton", "myst_nb",
+                               "jupyter_book", "sphinx_external_toc", "sphinx_design",
+                               "sphinx_book_theme", "course_lib.course.site_widgets"],
+                "html_context": {"default_mode": "light"},
+                "html_favicon": "_assets/favicon.svg",  # else browsers ask for /favicon.ico
+                # not _static, whose scripts Jupyter Book adds to every page
+                "html_static_path": ["_assets"],
+                "html_show_copyright": False,
+                "html_copy_source": False,  # the executed notebooks would double the site
+                "html_theme_options": {"use_download_button": False,
+                                       "use_fullscreen_button": False,
+                                       "repository_url": "", "use_repository_button": False},
+                "mathjax_path": MATHJAX,
+                "myst_dmath_double_inline": True,
+                "myst_heading_anchors": 3,
+                "nb_ipywidgets_js": {
+                    "widgets/require.js": {},
+                    "widgets/embed-amd.js": {"data-jupyter-widgets-cdn": "_static/widgets/",
+                                             "crossorigin": "anonymous"}},
+                "course_widget_note": WIDGET_NOTE,
+                "suppress_warnings": ["myst.header", "mystnb.unknown_mime_type"],
+            },
+        },
+    }
+
+
+def book_toc() -> dict:
+    """The ``_toc.yml``: lesson 00 (the course map) as the front page, then the lessons, the
+    exercises page and the reference pages."""
+    lessons = [{"file": f"notebooks/{lesson.number}_{lesson.slug}"} for lesson in LESSONS[1:]]
+    return {"format": "jb-book", "root": f"notebooks/{LESSONS[0].number}_{LESSONS[0].slug}",
+            "parts": [{"caption": "Lessons", "chapters": lessons},
+                      {"caption": "Practice", "chapters": [{"file": "exercises"}]},
+                      {"caption": "Reference",
+                       "chapters": [{"file": f"docs/{page}"} for page in DOC_PAGES]}]}
+
+
+def exercises_page(exercise_paths: list[Path]) -> str:
+    """The Markdown of the page that offers every student notebook as a download."""
+    lines = ["# Exercises", "",
+             "Each lesson has a set of graded exercises. Download a notebook, open it in the "
+             "course's JupyterLab (`make lab`) and run its self-check cells: each prints a "
+             "pass line or names what is wrong. See the [instructors' guide](docs/instructors.md) "
+             "for how the sets are graded.", "",
+             "| lesson | exercises |", "|---|---|"]
+    titles = {lesson.number: lesson.title for lesson in LESSONS}
+    for path in exercise_paths:
+        number = path.name[:2]
+        lines.append(f"| {number} · {titles.get(number, path.stem)} | "
+                     f"{{download}}`{path.name} <_exercises/{path.name}>` |")
+    return "\n".join(lines) + "\n"
+
+
+def stage(profile: str, root: Path = COURSE_ROOT, *, rerun: bool = False,
+          report: SiteReport | None = None) -> Path:
+    """Fill ``build/site/<profile>/src`` with everything the book is built from."""
+    folder = site_folder(profile, root)
+    src = folder / "src"
+    shutil.rmtree(src, ignore_errors=True)
+    (src / "notebooks").mkdir(parents=True)
+    for lesson in LESSONS:
+        notebook = root / lesson.notebook
+        print(f"[site] lesson {lesson.number}: executing in the {profile} profile "
+              f"(reused if unchanged)", flush=True)
+        done = execute_cached(notebook, folder / "executed", profile, rerun=rerun)
+        if report is not None:
+            report.executed[lesson.number] = done.seconds
+        shutil.copyfile(done.executed, src / lesson.notebook)
+    shutil.copytree(root / "docs", src / "docs", ignore=shutil.ignore_patterns("*.py"))
+    exercises = sorted((root / "exercises").glob("*/*.ipynb"))
+    (src / "_exercises").mkdir()
+    for path in exercises:
+        shutil.copyfile(path, src / "_exercises" / path.name)
+    (src / "exercises.md").write_text(exercises_page(exercises))
+    (src / "_config.yml").write_text(yaml.safe_dump(book_config(root), sort_keys=False))
+    (src / "_toc.yml").write_text(yaml.safe_dump(book_toc(), sort_keys=False))
+    copy_assets(src / "_assets", widgets=True)
+    (src / "_assets" / "favicon.svg").write_text(FAVICON)
+    return src
+
+
+def folder_size(path: Path) -> int:
+    return sum(p.stat().st_size for p in path.rglob("*") if p.is_file())
+
+
+def build_site(profile: str = "full", root: Path = COURSE_ROOT, *,
+               rerun: bool = False) -> SiteReport:
+    """Stage and build the site; raise if Sphinx fails or a page references another host."""
+    start = time.perf_counter()
+    folder = site_folder(profile, root)
+    report = SiteReport(html=folder / "_build" / "html")
+    src = stage(profile, root, rerun=rerun, report=report)
+    shutil.rmtree(folder / "_build", ignore_errors=True)
+    book = Path(sys.executable).parent / "jupyter-book"
+    subprocess.run([str(book), "build", str(src), "--path-output", str(folder), "--keep-going"],
+                   check=True)
+    external = external_references(report.html)
+    if external:
+        listed = "; ".join(f"{page}: {', '.join(urls)}" for page, urls in external.items())
+        raise RuntimeError(f"the site must load nothing from another host, but: {listed}")
+    report.build_s = time.perf_counter() - start
+    report.size_bytes = folder_size(report.html)
+    return report

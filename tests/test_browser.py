@@ -1,0 +1,330 @@
+"""The course in a real browser: headless Chromium (Debian's ``chromium``) driven by Playwright.
+
+- the site (built in the fast profile): every page loads with no console error and no request
+  to another host, its images load, MathJax typesets its equations, saved widgets render;
+- the slides: every deck loads offline, typeset, with its figures;
+- the live lab: a lesson runs all its cells with no error, and moving a slider redraws a figure;
+- an exercise as a learner meets it: a wrong answer makes the self-check fail, the right one
+  passes.
+
+Screenshots go to ``build/screenshots/`` (ignored by git). Where Chromium or Playwright is
+missing the module is skipped with the command that installs it, except in CI, where that is a
+failure.
+"""
+
+from __future__ import annotations
+
+import functools
+import http.server
+import json
+import os
+import re
+import secrets
+import shutil
+import socket
+import subprocess
+import sys
+import threading
+import time
+import urllib.request
+from pathlib import Path
+
+import pytest
+
+from course_lib.course.execute import kernel_environment
+from course_lib.course.site import build_site
+from course_lib.course.slides import build_slides
+from course_lib.course.syllabus import COURSE_ROOT, LESSONS
+
+CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
+CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking",
+                 "--disable-component-update", "--disable-sync", "--no-first-run"]
+SCREENSHOTS = COURSE_ROOT / "build" / "screenshots"
+SCREENSHOTS.mkdir(parents=True, exist_ok=True)
+
+
+def _require_browser():
+    missing = []
+    try:
+        import playwright.sync_api  # noqa: F401
+    except ImportError:
+        missing.append("playwright (pip install playwright)")
+    if not Path(CHROMIUM).is_file():
+        missing.append("chromium (apt-get install chromium)")
+    if missing and os.environ.get("CI"):
+        pytest.fail(f"CI must run the browser checks, but these are missing: {missing}")
+    if missing:
+        pytest.skip(f"browser checks need {' and '.join(missing)}", allow_module_level=True)
+
+
+_require_browser()
+from playwright.sync_api import sync_playwright  # noqa: E402
+
+# ---- fixtures ----------------------------------------------------------------------------------
+
+class _QuietHandler(http.server.SimpleHTTPRequestHandler):
+    def log_message(self, *args) -> None:
+        pass
+
+
+@pytest.fixture(scope="module")
+def browser():
+    with sync_playwright() as playwright:
+        chromium = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+        yield chromium
+        chromium.close()
+
+
+def serve(folder: Path):
+    server = http.server.ThreadingHTTPServer(
+        ("127.0.0.1", 0), functools.partial(_QuietHandler, directory=str(folder)))
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    return server, f"http://127.0.0.1:{server.server_port}/"
+
+
+@pytest.fixture(scope="module")
+def site_url():
+    report = build_site("fast")
+    server, url = serve(report.html)
+    yield url
+    server.shutdown()
+
+
+@pytest.fixture(scope="module")
+def slides_url():
+    server, url = serve(build_slides("fast"))
+    yield url
+    server.shutdown()
+
+
+class Watched:
+    """A page that records console errors, failed responses and requests to other hosts."""
+
+    def __init__(self, browser, base: str):
+        self.page = browser.new_page(viewport={"width": 1280, "height": 900})
+        self.base, self.errors, self.outside = base, [], []
+        self.page.on("console", lambda m: m.type == "error" and self.errors.append(m.text))
+        self.page.on("pageerror", lambda e: self.errors.append(str(e)))
+        self.page.on("response", lambda r: r.status >= 400 and self.errors.append(
+            f"{r.status} {r.url}"))
+        self.page.on("request", lambda r: r.url.startswith(("http:", "https:", "ws:"))
+                     and not r.url.startswith(base) and self.outside.append(r.url))
+
+    def open(self, path: str) -> None:
+        self.errors.clear()
+        self.outside.clear()
+        self.page.goto(self.base + path, wait_until="load")
+        # MathJax 3 typesets after load; a page without math has nothing to wait for
+        self.page.wait_for_function(
+            "() => !document.querySelector('.math, .reveal') || (window.MathJax && "
+            "MathJax.startup && MathJax.startup.promise)", timeout=60_000)
+        self.page.evaluate("() => window.MathJax && MathJax.startup ? "
+                           "MathJax.startup.promise.then(() => true) : true")
+        self.page.wait_for_load_state("networkidle")
+
+    def broken_images(self) -> list[str]:
+        return self.page.evaluate("() => Array.from(document.images).filter(i => !i.complete "
+                                  "|| i.naturalWidth === 0).map(i => i.src.slice(0, 80))")
+
+    def shot(self, name: str) -> None:
+        SCREENSHOTS.mkdir(parents=True, exist_ok=True)
+        self.page.screenshot(path=str(SCREENSHOTS / name))
+
+
+# ---- the site ----------------------------------------------------------------------------------
+
+def lesson_has_widgets(lesson) -> bool:
+    return "widgets." in (COURSE_ROOT / lesson.notebook).read_text()
+
+
+@pytest.mark.parametrize("lesson", LESSONS, ids=[lesson.number for lesson in LESSONS])
+def test_a_lesson_page_loads_offline_with_figures_math_and_widgets(browser, site_url, lesson):
+    watched = Watched(browser, site_url)
+    watched.open(f"notebooks/{lesson.number}_{lesson.slug}.html")
+    page = watched.page
+    assert watched.errors == [] and watched.outside == []
+    assert watched.broken_images() == []
+    assert page.locator("article img").count() > 0, "no figure on the page"
+    text = page.locator("article").inner_text()
+    assert "$$" not in text and "\\(" not in text and "\\[" not in text, "untypeset math"
+    if page.locator("article .math").count():
+        assert page.locator("mjx-container").count() >= page.locator("article .math").count()
+    if lesson_has_widgets(lesson):
+        assert page.locator('script[type="application/vnd.jupyter.widget-state+json"]').count() == 1
+        views = page.locator(".jupyter-widgets, .widget-slider, .widget-dropdown")
+        assert views.count() > 0, "the saved widgets did not render"
+        assert page.locator(".course-widget-note").count() > 0
+    watched.shot(f"site-{lesson.number}.png")
+    page.close()
+
+
+def test_the_front_page_is_the_course_map_and_docs_exercises_and_search_work(browser, site_url):
+    watched = Watched(browser, site_url)
+    watched.open("index.html")  # redirects to lesson 00
+    assert "00_start_here" in watched.page.url
+    for page in ("docs/setup.html", "docs/results.html", "docs/instructors.html",
+                 "docs/contributing.html", "docs/notation.html", "exercises.html"):
+        watched.open(page)
+        assert watched.errors == [] and watched.outside == [], page
+        assert watched.broken_images() == [], page
+    links = watched.page.eval_on_selector_all("a.download", "as => as.map(a => a.href)")
+    assert len(links) == len(LESSONS)
+    with urllib.request.urlopen(links[1]) as response:
+        assert json.loads(response.read())["cells"], "a download is not a notebook"
+    watched.open("search.html?q=Bahdanau")
+    watched.page.wait_for_selector("#search-results li", timeout=30_000)
+    results = watched.page.locator("#search-results li a").all_inner_texts()
+    assert any("Bahdanau" in result for result in results), results
+    watched.shot("site-search.png")
+    watched.page.close()
+
+
+# ---- the slides --------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("lesson", LESSONS, ids=[lesson.number for lesson in LESSONS])
+def test_a_deck_loads_offline_with_typeset_math_and_figures(browser, slides_url, lesson):
+    watched = Watched(browser, slides_url)
+    watched.open(f"{lesson.number}_{lesson.slug}.html")
+    page = watched.page
+    page.wait_for_function("() => window.Reveal && Reveal.isReady()")
+    assert watched.errors == [] and watched.outside == []
+    assert watched.broken_images() == []
+    assert page.evaluate("() => Reveal.getTotalSlides()") >= 5
+    if page.locator(".reveal section").filter(has_text=re.compile(r"\\\(|\\\[")).count():
+        pytest.fail("a slide shows untypeset math")
+    page.evaluate("() => Reveal.slide(2)")
+    page.wait_for_timeout(1000)  # the fade between slides
+    watched.shot(f"slides-{lesson.number}.png")
+    page.close()
+
+
+# ---- the live lab ------------------------------------------------------------------------------
+
+def free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+@pytest.fixture(scope="module")
+def lab(tmp_path_factory):
+    """JupyterLab on a copy of the lessons and exercises (the lab saves what runs in it)."""
+    root = tmp_path_factory.mktemp("lab")
+    for folder in ("notebooks", "exercises", "docs"):
+        shutil.copytree(COURSE_ROOT / folder, root / folder)
+    port, token = free_port(), secrets.token_hex(16)
+    log = open(root / "lab.log", "w")
+    process = subprocess.Popen(
+        [sys.executable, "-m", "jupyter", "lab", "--no-browser", "--ip=127.0.0.1",
+         f"--port={port}", f"--IdentityProvider.token={token}", f"--ServerApp.root_dir={root}",
+         "--allow-root", "--LabApp.expose_app_in_browser=True",
+         "--LabApp.check_for_updates_class=jupyterlab.NeverCheckForUpdate"],
+        stdout=log, stderr=subprocess.STDOUT, env=kernel_environment("fast"))
+    url = f"http://127.0.0.1:{port}/"
+    deadline = time.monotonic() + 120
+    while True:
+        try:
+            urllib.request.urlopen(f"{url}api/status?token={token}", timeout=5)
+            break
+        except OSError:
+            if process.poll() is not None or time.monotonic() > deadline:
+                log.close()
+                pytest.fail(f"JupyterLab did not start:\n{(root / 'lab.log').read_text()}")
+            time.sleep(1)
+    yield url, token
+    process.terminate()
+    process.wait(timeout=30)
+    log.close()
+
+
+NOTEBOOK = "window.jupyterapp.shell.currentWidget"
+KERNEL_IDLE = (f"() => {{ const nb = {NOTEBOOK}; return nb && nb.sessionContext && "
+               "nb.sessionContext.session && nb.sessionContext.session.kernel && "
+               "nb.sessionContext.session.kernel.status === 'idle'; }")
+CELLS = f"Array.from({NOTEBOOK}.content.model.cells)"
+
+
+def open_in_lab(browser, lab, path: str):
+    url, token = lab
+    page = browser.new_page(viewport={"width": 1400, "height": 1000})
+    page.goto(f"{url}lab/tree/{path}?reset&token={token}")  # reset: no tab from earlier
+    page.wait_for_function(f"() => {{ const nb = {NOTEBOOK}; return nb && nb.context && "
+                           "nb.context.isReady && nb.content.model.cells.length > 1; }",
+                           timeout=120_000)
+    page.wait_for_function(KERNEL_IDLE, timeout=120_000)
+    return page
+
+
+def error_outputs(page) -> list[str]:
+    return page.evaluate(f"() => {CELLS}.flatMap(c => c.type === 'code' ? "
+                         "c.outputs.toJSON().filter(o => o.output_type === 'error')"
+                         ".map(o => o.ename + ': ' + o.evalue) : [])")
+
+
+def test_the_lab_runs_a_lesson_and_a_slider_redraws_its_figure(browser, lab):
+    page = open_in_lab(browser, lab, "notebooks/01_embeddings.ipynb")
+    page.evaluate("() => window.jupyterapp.commands.execute('notebook:run-all-cells')")
+    page.wait_for_function(
+        f"() => ({KERNEL_IDLE})() && {CELLS}.every(c => c.type !== 'code' || "
+        "c.executionCount !== null || c.outputs.toJSON().some(o => o.output_type === 'error'))"
+        f" || {CELLS}.some(c => c.type === 'code' && c.outputs.toJSON().some(o => "
+        "o.output_type === 'error'))", timeout=300_000)
+    assert error_outputs(page) == []
+    interact = page.locator(".widget-interact").filter(has=page.locator(".noUi-handle")).first
+    interact.scroll_into_view_if_needed()
+    figure = interact.locator("img").first
+    figure.wait_for(timeout=60_000)
+    before = figure.get_attribute("src")
+    page.screenshot(path=str(SCREENSHOTS / "lab-slider-before.png"))
+    handle = interact.locator(".noUi-handle").first
+    handle.focus()
+    for _ in range(10):
+        page.keyboard.press("ArrowRight")
+    page.wait_for_function("([el, src]) => el.querySelector('img') && "
+                           "el.querySelector('img').src !== src",
+                           arg=[interact.element_handle(), before], timeout=60_000)
+    page.wait_for_function(KERNEL_IDLE)
+    page.screenshot(path=str(SCREENSHOTS / "lab-slider-after.png"))
+    page.close()
+
+
+WRONG_SOFTMAX = ("def softmax_t(scores, temperature):\n"
+                 "    return torch.softmax(scores, dim=-1)")
+RIGHT_SOFTMAX = ("def softmax_t(scores, temperature):\n"
+                 "    if not temperature > 0:\n"
+                 "        raise ValueError(f'temperature must be > 0, got {temperature}')\n"
+                 "    return torch.softmax(scores / temperature, dim=-1)")
+
+
+def answer_and_check(page, answer_index: int, answer: str) -> str:
+    """Type ``answer`` into the answer cell as a learner does, run it and the self-check below
+    it with Shift+Enter, and return the self-check's output as the page shows it."""
+    cells = page.locator(".jp-Notebook .jp-Cell")
+    editor = cells.nth(answer_index).locator(".cm-content")
+    editor.click()
+    page.keyboard.press("Control+a")
+    page.keyboard.insert_text(answer)
+    page.keyboard.press("Shift+Enter")
+    page.wait_for_function(KERNEL_IDLE)
+    page.keyboard.press("Shift+Enter")
+    page.wait_for_function(
+        f"(i) => ({KERNEL_IDLE})() && {CELLS}[i].executionCount !== null", arg=answer_index + 1)
+    page.wait_for_timeout(500)
+    return cells.nth(answer_index + 1).locator(".jp-OutputArea").inner_text()
+
+
+def test_an_exercise_fails_a_wrong_answer_and_passes_the_right_one(browser, lab):
+    page = open_in_lab(browser, lab, "exercises/01_embeddings/01_embeddings_exercises.ipynb")
+    sources = page.evaluate(f"() => {CELLS}.map(c => c.sharedModel.getSource())")
+    answer = next(i for i, s in enumerate(sources) if s.startswith("def softmax_t"))
+    page.evaluate(f"() => {{ {NOTEBOOK}.content.activeCellIndex = 1; "
+                  "return window.jupyterapp.commands.execute('notebook:run-cell'); }")
+    page.wait_for_function(f"() => ({KERNEL_IDLE})() && {CELLS}[1].executionCount !== null",
+                           timeout=120_000)
+    wrong = answer_and_check(page, answer, WRONG_SOFTMAX)
+    page.screenshot(path=str(SCREENSHOTS / "exercise-wrong-answer.png"))
+    assert "AssertionError" in wrong and "softmax_t at tau = 0.5" in wrong, wrong
+    right = answer_and_check(page, answer, RIGHT_SOFTMAX)
+    page.screenshot(path=str(SCREENSHOTS / "exercise-right-answer.png"))
+    assert "AssertionError" not in right and right.count("passed") == 3, right
+    page.close()
