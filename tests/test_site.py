@@ -15,7 +15,7 @@ from docutils import nodes
 from docutils.utils import new_document
 
 from course_lib.course import site, site_widgets, slides, web_assets
-from course_lib.course.execute import cells_key
+from course_lib.course.execute import cells_key, with_outputs
 from course_lib.course.syllabus import COURSE_ROOT, LESSONS
 
 PNG = base64.b64encode(b"\x89PNG fake").decode()
@@ -121,7 +121,7 @@ def test_the_exercises_page_offers_every_student_notebook(tmp_path):
         assert f"{{download}}`{path.name} <_exercises/{path.name}>`" in page
 
 
-def test_the_execution_key_follows_the_cells_and_the_profile_not_outputs_or_tags(tmp_path):
+def test_the_execution_key_follows_the_code_and_the_profile_not_prose_outputs_or_tags(tmp_path):
     nb = {"cells": [{"cell_type": "code", "source": ["x = 1"], "metadata": {}, "outputs": []}],
           "metadata": {"kernelspec": {"name": "attention-course"}}, "nbformat": 4,
           "nbformat_minor": 5}
@@ -131,6 +131,7 @@ def test_the_execution_key_follows_the_cells_and_the_profile_not_outputs_or_tags
     assert cells_key(path, "full") != key
     nb["cells"][0]["outputs"] = [{"output_type": "stream", "name": "stdout", "text": "1"}]
     nb["cells"][0]["metadata"]["tags"] = ["slide"]
+    nb["cells"].append({"cell_type": "markdown", "source": ["# prose"], "metadata": {}})
     path.write_text(json.dumps(nb))
     assert cells_key(path, "fast") == key
     nb["cells"][0]["source"] = ["x = 2"]
@@ -199,11 +200,15 @@ def test_a_tagged_code_cell_without_a_figure_is_an_error():
         slides.lesson_slides(nb)
 
 
-def test_tags_come_from_the_current_lesson_and_outputs_from_the_executed_copy():
-    executed = notebook(md_cell("# Title", [], "a"), code_cell([figure()], [], "b"))
-    current = notebook(md_cell("# Title", ["slide"], "a"), code_cell([], ["slide"], "b"))
-    merged = slides.with_current_tags(executed, current)
+def test_prose_and_tags_come_from_the_current_lesson_and_outputs_from_the_executed_copy():
+    executed = notebook(md_cell("# Old title", [], "a"), code_cell([figure()], [], "b"))
+    executed["metadata"]["widgets"] = {"saved": 1}
+    current = notebook(md_cell("# New title", ["slide"], "a"), code_cell([], ["slide"], "b"))
+    merged = with_outputs(current, executed)
     assert [cell["metadata"]["tags"] for cell in merged["cells"]] == [["slide"], ["slide"]]
+    assert merged["cells"][0]["source"] == "# New title"
+    assert merged["cells"][1]["outputs"] == [figure()] and merged["metadata"]["widgets"]
+    assert current["cells"][1]["outputs"] == []  # the current notebook is not changed
     assert len(slides.lesson_slides(merged)) == 2
 
 
@@ -233,3 +238,18 @@ def test_site_and_slides_are_make_targets():
     makefile = (COURSE_ROOT / "Makefile").read_text()
     assert "course site --profile $(PROFILE)" in makefile
     assert "course slides --profile $(PROFILE)" in makefile
+
+
+def test_a_tagged_widget_shows_the_figure_its_saved_state_holds():
+    state = {"box": {"state": {"children": ["IPY_MODEL_slider", "IPY_MODEL_out"]}},
+             "slider": {"state": {"value": 3}},
+             "out": {"state": {"outputs": [figure()]}}}
+    view = {"output_type": "display_data",
+            "data": {slides.WIDGET_VIEW: {"model_id": "box"}, "text/plain": "interactive"}}
+    nb = notebook(md_cell("## 3. Hand-overs"), code_cell([view], ["slide"]))
+    nb["metadata"]["widgets"] = {slides.WIDGET_STATE: {"state": state}}
+    made = slides.lesson_slides(nb)
+    assert len(made) == 1 and f"base64,{PNG}" in made[0].html
+    del nb["metadata"]["widgets"]
+    with pytest.raises(ValueError, match="no figure"):
+        slides.lesson_slides(nb)

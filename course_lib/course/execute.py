@@ -1,7 +1,8 @@
 """Run a lesson notebook headless and keep the executed copy, so a site or a deck reuses it.
 
-An executed copy is kept under a key made of the notebook's cells and the profile. A rebuild
-re-executes only the notebooks whose cells changed; ``rerun=True`` executes every one again
+An executed copy is kept under a key made of the notebook's code cells and the profile. A
+rebuild re-executes only the notebooks whose code changed (prose and tags are taken from the
+notebook as it is now, ``with_outputs``); ``rerun=True`` executes every one again
 (after a change to ``course_lib`` that alters outputs, for example).
 
 The kernel talks to this process over Unix sockets where the system has them rather than over
@@ -34,9 +35,10 @@ class Executed:
 
 
 def cells_key(notebook: Path, profile: str) -> str:
-    """A hash of what execution depends on in the notebook: its cells, kernel and the profile."""
+    """A hash of what execution depends on: the code cells, the kernel and the profile. Prose,
+    tags and outputs do not count; ``with_outputs`` puts the current prose around the outputs."""
     nb = json.loads(notebook.read_text())
-    cells = [(c["cell_type"], "".join(c["source"])) for c in nb["cells"]]
+    cells = ["".join(c["source"]) for c in nb["cells"] if c["cell_type"] == "code"]
     payload = json.dumps({"cells": cells, "profile": profile,
                           "kernel": nb["metadata"].get("kernelspec", {}).get("name")})
     return hashlib.sha256(payload.encode()).hexdigest()[:20]
@@ -96,3 +98,18 @@ def execute_cached(notebook: Path, cache: Path, profile: str, *, rerun: bool = F
         stale.unlink()
     seconds = execute(notebook, target, profile)
     return Executed(notebook, target, seconds)
+
+
+def with_outputs(current: dict, executed: dict) -> dict:
+    """``current`` (a notebook as JSON) with the outputs, execution counts and widget state of
+    ``executed``, its executed copy: code cells are matched by id, in order."""
+    done = {cell.get("id"): cell for cell in executed["cells"] if cell["cell_type"] == "code"}
+    merged = json.loads(json.dumps(current))
+    for cell in merged["cells"]:
+        if cell["cell_type"] == "code":
+            source = done.get(cell.get("id"), {})
+            cell["outputs"] = source.get("outputs", [])
+            cell["execution_count"] = source.get("execution_count")
+    if "widgets" in executed.get("metadata", {}):
+        merged["metadata"]["widgets"] = executed["metadata"]["widgets"]
+    return merged

@@ -17,6 +17,7 @@ The HTML lands in ``build/site/<profile>/_build/html``; open its ``index.html``.
 
 from __future__ import annotations
 
+import json
 import re
 import shutil
 import subprocess
@@ -27,7 +28,7 @@ from pathlib import Path
 
 import yaml
 
-from course_lib.course.execute import execute_cached
+from course_lib.course.execute import execute_cached, with_outputs
 from course_lib.course.syllabus import COURSE_ROOT, LESSONS
 from course_lib.course.web_assets import copy_assets
 
@@ -148,7 +149,9 @@ def stage(profile: str, root: Path = COURSE_ROOT, *, rerun: bool = False,
         done = execute_cached(notebook, folder / "executed", profile, rerun=rerun)
         if report is not None:
             report.executed[lesson.number] = done.seconds
-        shutil.copyfile(done.executed, src / lesson.notebook)
+        merged = with_outputs(json.loads(notebook.read_text()),
+                              json.loads(done.executed.read_text()))
+        (src / lesson.notebook).write_text(json.dumps(merged, indent=1, ensure_ascii=False))
     shutil.copytree(root / "docs", src / "docs", ignore=shutil.ignore_patterns("*.py"))
     exercises = sorted((root / "exercises").glob("*/*.ipynb"))
     (src / "_exercises").mkdir()

@@ -4,7 +4,8 @@ A lesson chooses what goes into its deck with cell tags, so a deck changes when 
 
 - a Markdown cell tagged ``slide`` becomes a slide (objectives, the idea, key equations);
 - a code cell tagged ``slide`` gives a slide of its figures (diagrams and results), titled with
-  the heading of the section it sits in. Its code never appears.
+  the heading of the section it sits in; for a widget, the figure it showed when the lesson
+  ran. Its code never appears.
 
 The figures come from the lesson executed in the chosen profile, through the same cache the
 course site uses (``build/site/<profile>/executed``), so ``make site`` followed by
@@ -23,7 +24,7 @@ from pathlib import Path
 from markdown_it import MarkdownIt
 from mdit_py_plugins.dollarmath import dollarmath_plugin
 
-from course_lib.course.execute import execute_cached
+from course_lib.course.execute import execute_cached, with_outputs
 from course_lib.course.site import TITLE, site_folder
 from course_lib.course.syllabus import COURSE_ROOT, LESSONS, Lesson
 from course_lib.course.web_assets import copy_assets
@@ -66,10 +67,30 @@ def cell_tags(cell: dict) -> list[str]:
     return cell.get("metadata", {}).get("tags", [])
 
 
-def figures_html(cell: dict) -> list[str]:
-    """The ``<img>`` of every figure a code cell's outputs hold, inlined as data URIs."""
-    images = []
+WIDGET_VIEW = "application/vnd.jupyter.widget-view+json"
+WIDGET_STATE = "application/vnd.jupyter.widget-state+json"
+
+
+def widget_outputs(model_id: str, state: dict) -> list[dict]:
+    """The outputs saved in the Output widgets under widget ``model_id`` (an ``interact`` is a
+    box whose last child is an Output widget), depth first."""
+    model = state.get(model_id, {})
+    found = list(model.get("state", {}).get("outputs", []))
+    for child in model.get("state", {}).get("children", []):
+        found += widget_outputs(child.removeprefix("IPY_MODEL_"), state)
+    return found
+
+
+def figures_html(cell: dict, widget_state: dict | None = None) -> list[str]:
+    """The ``<img>`` of every figure a code cell's outputs hold, inlined as data URIs; for a
+    widget, the figures its saved state holds (what the widget showed when the lesson ran)."""
+    images, outputs = [], []
     for output in cell.get("outputs", []):
+        outputs.append(output)
+        view = output.get("data", {}).get(WIDGET_VIEW)
+        if view and widget_state:
+            outputs += widget_outputs(view["model_id"], widget_state)
+    for output in outputs:
         data = output.get("data", {})
         for mime in FIGURE_TYPES:
             if mime in data:
@@ -89,18 +110,11 @@ def heading_of(source: str) -> str | None:
     return match.group(1).strip() if match else None
 
 
-def with_current_tags(executed: dict, current: dict) -> dict:
-    """``executed`` with the cell tags of ``current``, matched by cell id: tags do not change a
-    lesson's execution key, so an executed copy from the cache may predate them."""
-    tags = {cell.get("id"): cell.get("metadata", {}).get("tags", []) for cell in current["cells"]}
-    for cell in executed["cells"]:
-        cell.setdefault("metadata", {})["tags"] = tags.get(cell.get("id"), [])
-    return executed
-
-
 def lesson_slides(notebook: dict, md: MarkdownIt | None = None) -> list[Slide]:
     """The slides a lesson's tagged cells make, in the lesson's order."""
     md = md or markdown_renderer()
+    widget_state = notebook.get("metadata", {}).get("widgets", {}).get(WIDGET_STATE, {})
+    widget_state = widget_state.get("state", {})
     slides, section = [], None
     for cell in notebook["cells"]:
         source = "".join(cell["source"])
@@ -111,7 +125,7 @@ def lesson_slides(notebook: dict, md: MarkdownIt | None = None) -> list[Slide]:
         if cell["cell_type"] == "markdown":
             slides.append(Slide(md.render(source)))
         elif cell["cell_type"] == "code":
-            images = figures_html(cell)
+            images = figures_html(cell, widget_state)
             if not images:
                 raise ValueError(f"a code cell tagged {SLIDE_TAG!r} has no figure to show "
                                  f"(section {section!r}, code {source[:60]!r})")
@@ -179,8 +193,8 @@ def build_slides(profile: str = "full", lessons: list[str] | None = None,
         print(f"[slides] lesson {lesson.number}", flush=True)
         done = execute_cached(root / lesson.notebook, site_folder(profile, root) / "executed",
                               profile)
-        notebook = with_current_tags(json.loads(done.executed.read_text()),
-                                     json.loads((root / lesson.notebook).read_text()))
+        notebook = with_outputs(json.loads((root / lesson.notebook).read_text()),
+                                json.loads(done.executed.read_text()))
         slides = lesson_slides(notebook, md)
         (out / f"{lesson.number}_{lesson.slug}.html").write_text(deck_html(lesson, slides))
         decks.append((lesson, len(slides)))
