@@ -1,7 +1,8 @@
 """The course in a real browser: headless Chromium (Debian's ``chromium``) driven by Playwright.
 
-- the site (built in the fast profile): every page loads with no console error and no request
-  to another host, its images load, MathJax typesets its equations, saved widgets render;
+- the site (built in the fast profile, or as ``COURSE_SITE_PROFILE`` says): every page loads with
+  no console error and no request to another host, its images load, MathJax typesets its
+  equations, saved widgets render;
 - the slides: every deck loads offline, typeset, with its figures;
 - the live lab: a lesson runs all its cells with no error, and moving a slider redraws a figure;
 - an exercise as a learner meets it: a wrong answer makes the self-check fail, the right one
@@ -82,9 +83,13 @@ def serve(folder: Path):
     return server, f"http://127.0.0.1:{server.server_port}/"
 
 
+# `make test` checks the fast-profile site and decks; COURSE_SITE_PROFILE=full checks the full ones
+SITE_PROFILE = os.environ.get("COURSE_SITE_PROFILE", "fast")
+
+
 @pytest.fixture(scope="module")
 def site_url():
-    report = build_site("fast")
+    report = build_site(SITE_PROFILE)
     server, url = serve(report.html)
     yield url
     server.shutdown()
@@ -92,7 +97,7 @@ def site_url():
 
 @pytest.fixture(scope="module")
 def slides_url():
-    server, url = serve(build_slides("fast"))
+    server, url = serve(build_slides(SITE_PROFILE))
     yield url
     server.shutdown()
 
@@ -154,7 +159,7 @@ def test_a_lesson_page_loads_offline_with_figures_math_and_widgets(browser, site
         views = page.locator(".jupyter-widgets, .widget-slider, .widget-dropdown")
         assert views.count() > 0, "the saved widgets did not render"
         assert page.locator(".course-widget-note").count() > 0
-    watched.shot(f"site-{lesson.number}.png")
+    watched.shot(f"site-{SITE_PROFILE}-{lesson.number}.png")
     page.close()
 
 
@@ -175,7 +180,7 @@ def test_the_front_page_is_the_course_map_and_docs_exercises_and_search_work(bro
     watched.page.wait_for_selector("#search-results li", timeout=30_000)
     results = watched.page.locator("#search-results li a").all_inner_texts()
     assert any("Bahdanau" in result for result in results), results
-    watched.shot("site-search.png")
+    watched.shot(f"site-{SITE_PROFILE}-search.png")
     watched.page.close()
 
 
@@ -194,7 +199,7 @@ def test_a_deck_loads_offline_with_typeset_math_and_figures(browser, slides_url,
         pytest.fail("a slide shows untypeset math")
     page.evaluate("() => Reveal.slide(2)")
     page.wait_for_timeout(1000)  # the fade between slides
-    watched.shot(f"slides-{lesson.number}.png")
+    watched.shot(f"slides-{SITE_PROFILE}-{lesson.number}.png")
     page.close()
 
 
@@ -237,7 +242,7 @@ def lab(tmp_path_factory):
     log.close()
 
 
-NOTEBOOK = "window.jupyterapp.shell.currentWidget"
+NOTEBOOK = "(window.jupyterapp && window.jupyterapp.shell.currentWidget)"  # until the app is up
 KERNEL_IDLE = (f"() => {{ const nb = {NOTEBOOK}; return nb && nb.sessionContext && "
                "nb.sessionContext.session && nb.sessionContext.session.kernel && "
                "nb.sessionContext.session.kernel.status === 'idle'; }")
