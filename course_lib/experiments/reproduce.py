@@ -54,7 +54,8 @@ DOCUMENTED_SEEDS = range(5)
 # as `course reproduce all --jobs 2`), and the seconds of evaluation after training, per model:
 # used only to estimate how long a run will take.
 STEP_SECONDS = {"none": 0.36, "none-init": 0.32, "none-every-step": 0.3,
-                "none-first-step": 0.3, "none-128": 0.1, "none-512": 0.8, "bahdanau": 0.65,
+                "none-first-step": 0.3, "none-128": 0.1, "none-512": 0.8, "none-1024": 2.7,
+                "bahdanau": 0.65,
                 "luong-dot": 0.45, "luong-general": 0.55, "luong-concat": 0.65,
                 "luong-local": 0.5, "luong-local-m": 0.5, "luong-general-no-feeding": 0.5,
                 "transformer": 0.28, "digits": 0.17, "shapes": 0.25}

@@ -115,6 +115,7 @@ NO_ATTENTION_MODELS = {
     "none-first-step": {"context": "first_step"},
     "none-128": {"hidden_size": 128},
     "none-512": {"hidden_size": 512},
+    "none-1024": {"hidden_size": 1024},
 }
 
 
