@@ -26,6 +26,7 @@ from mdit_py_plugins.dollarmath import dollarmath_plugin
 
 from course_lib.course.execute import execute_cached, with_outputs
 from course_lib.course.site import TITLE, site_folder
+from course_lib.course.site_widgets import WIDGET_VIEW
 from course_lib.course.syllabus import COURSE_ROOT, LESSONS, Lesson
 from course_lib.course.web_assets import copy_assets
 
@@ -67,7 +68,6 @@ def cell_tags(cell: dict) -> list[str]:
     return cell.get("metadata", {}).get("tags", [])
 
 
-WIDGET_VIEW = "application/vnd.jupyter.widget-view+json"
 WIDGET_STATE = "application/vnd.jupyter.widget-state+json"
 
 
