@@ -58,13 +58,16 @@ LESSONS = (
 
 
 def course_map(root: Path = COURSE_ROOT):
-    """The lessons as a pandas DataFrame with ``path`` (core or optional) and ``available``
-    columns."""
+    """The lessons as a pandas DataFrame with ``path`` (core or optional), ``minutes`` (the
+    study time the lesson states, training not included) and ``available`` columns."""
     import pandas as pd
+
+    from course_lib.course.study_time import stated_minutes
 
     return pd.DataFrame(
         [{"lesson": lesson.number, "title": lesson.title, "covers": lesson.covers,
           "path": "optional" if lesson.optional else "core",
+          "minutes": stated_minutes(root / lesson.notebook) if lesson.exists(root) else None,
           "available": "yes" if lesson.exists(root) else "coming", "notebook": lesson.notebook}
          for lesson in LESSONS]
     ).set_index("lesson")
