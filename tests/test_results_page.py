@@ -5,7 +5,8 @@ import json
 
 import pytest
 
-from course_lib.experiments.results_page import TARGETS, load_seeds, results_page, seed_targets
+from course_lib.experiments.results_page import load_seeds, results_page
+from course_lib.experiments.targets import TARGETS, seed_targets
 
 BUCKETS = ("1-10", "11-20", "21-30", "31+")
 
@@ -135,6 +136,21 @@ def test_each_data_set_shows_its_own_settings_with_its_changes_applied(tmp_path)
     assert "`steps=4500`, `lr=0.002`" in lines["captioning, shapes"]
 
 
+def test_a_data_set_shows_the_architecture_it_built_in_place_of_the_unfilled_one(tmp_path):
+    """The settings leave the image channels and vocabulary to the data set; a result that
+    records the model as built shows its sizes instead."""
+    seed0 = good_seed(0)
+    settings = {"steps": 6750, "model": {"in_channels": 1, "vocab_size": 0, "read_convs": 2}}
+    built = {"in_channels": 3, "vocab_size": 17, "read_convs": 2}
+    write(tmp_path / "seed-0", "captioning-shapes",
+          {"shapes": {**seed0["captioning"]["shapes"], "architecture": built}, **metadata(0),
+           "settings": settings})
+    line = next(line for line in results_page(load_seeds(tmp_path)).splitlines()
+                if line.startswith("- **captioning, shapes**"))
+    assert "`model.in_channels=3`, `model.vocab_size=17`, `model.read_convs=2`" in line
+    assert "in_channels=1" not in line
+
+
 @pytest.mark.parametrize("profile", ["fast"])
 def test_a_page_of_another_profile_says_so(profile):
     page = results_page({0: good_seed(0)}, profile)
@@ -174,3 +190,13 @@ def test_the_readme_headline_and_the_page_are_generated_from_the_committed_resul
     copy.write_text("no markers\n")
     with pytest.raises(ValueError, match="headline markers"):
         update_readme(copy, seeds)
+
+
+def test_the_headline_counts_only_the_verdicts_that_occur():
+    from course_lib.experiments.results_page import headline_table
+
+    good = headline_table({0: good_seed(0), 1: good_seed(1)})
+    assert good.endswith(f"over seeds 0, 1: {len(TARGETS)} hold on every seed.")
+    one_bad = headline_table({0: good_seed(0), 1: good_seed(1, digits_exact=0.94)})
+    assert one_bad.endswith(f"over seeds 0, 1: {len(TARGETS) - 1} hold on every seed; "
+                            "1 fails on at least one seed.")

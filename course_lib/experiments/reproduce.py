@@ -58,7 +58,7 @@ STEP_SECONDS = {"none": 0.36, "none-init": 0.32, "none-every-step": 0.3,
                 "bahdanau": 0.65,
                 "luong-dot": 0.45, "luong-general": 0.55, "luong-concat": 0.65,
                 "luong-local": 0.5, "luong-local-m": 0.5, "luong-general-no-feeding": 0.5,
-                "transformer": 0.28, "digits": 0.17, "shapes": 0.25}
+                "transformer": 0.28, "digits": 0.17, "shapes": 0.2}
 EVALUATION_SECONDS = {"bottleneck": 30.0, "captioning": 15.0, "transformer": 150.0}
 
 

@@ -1,10 +1,12 @@
-"""``docs/results.md``: the measured results of ``course reproduce``, generated from its JSON.
+"""``docs/results.md`` and README's headline table: the measured results of ``course reproduce``,
+generated from its JSON.
 
-``course reproduce`` writes one folder per seed, ``results/seed-N/`` with ``bottleneck.json``,
-``captioning.json`` and ``transformer.json``. This module reads every full-profile seed found,
-checks the course's targets on each (:func:`seed_targets`), and writes one Markdown page: the
-targets seed by seed, then every metric's mean, minimum and maximum over the seeds, then the
-step budgets and training times the numbers come from.
+``course reproduce`` writes one folder per seed, ``results/seed-N/``, with a JSON file per
+experiment or per model (``bottleneck-bahdanau.json``, ``captioning-shapes.json``, ...). This
+module reads every full-profile seed found, checks the course's targets on each
+(:mod:`course_lib.experiments.targets`), and writes one Markdown page: the targets seed by seed,
+then every metric's mean, minimum and maximum over the seeds, then the step budgets and training
+times the numbers come from, then the settings each number was made with.
 """
 
 from __future__ import annotations
@@ -12,86 +14,13 @@ from __future__ import annotations
 import json
 import re
 import statistics
-from collections.abc import Callable
-from dataclasses import dataclass
 from pathlib import Path
+
+from course_lib.experiments.targets import TARGETS, seed_targets
 
 EXPERIMENTS = ("bottleneck", "captioning", "transformer")
 BUCKETS = ("1-10", "11-20", "21-30", "31+")
 CAPTION_METRICS = {"exact_match": "exact match", "bleu4": "BLEU-4", "localization": "localisation"}
-
-
-@dataclass(frozen=True)
-class Target:
-    """One target of the course: ``measure(results)`` gives the value (None when the seed lacks
-    the experiment), which must be at least ``bound(results)`` (or at most, ``at_most``)."""
-
-    name: str
-    measure: Callable[[dict], float | None]
-    bound: Callable[[dict], float | None]
-    bound_text: str
-    at_most: bool = False
-
-    def check(self, results: dict) -> tuple[float | None, float | None, bool | None]:
-        """``(value, bound, holds)``; ``holds`` is None when either side is missing."""
-        try:
-            value, bound = self.measure(results), self.bound(results)
-        except KeyError:
-            return None, None, None
-        if value is None or bound is None:
-            return value, bound, None
-        return value, bound, (value <= bound if self.at_most else value >= bound)
-
-
-def _bleu(experiment: str, model: str, bucket: str | None = None) -> Callable[[dict], float]:
-    def measure(results: dict) -> float:
-        entry = results[experiment]["models"][model]
-        return entry["bleu"] if bucket is None else entry["bleu_by_length"][bucket]
-    return measure
-
-
-def _alignment(model: str) -> Callable[[dict], float]:
-    return lambda results: results["bottleneck"]["models"][model]["alignment_accuracy"]
-
-
-def _caption(dataset: str, metric: str) -> Callable[[dict], float]:
-    return lambda results: results["captioning"][dataset][metric]
-
-
-def _constant(value: float) -> Callable[[dict], float]:
-    return lambda _results: value
-
-
-def _times(factor: float, measure: Callable[[dict], float]) -> Callable[[dict], float]:
-    return lambda results: factor * measure(results)
-
-
-TARGETS = (
-    Target("no attention: BLEU on 1-10 words", _bleu("bottleneck", "none", "1-10"),
-           _constant(85.0), "≥ 85"),
-    Target("no attention: BLEU on 31+ words", _bleu("bottleneck", "none", "31+"),
-           _times(0.5, _bleu("bottleneck", "none", "1-10")), "≤ 0.5 × its 1-10", at_most=True),
-    Target("Bahdanau: BLEU overall", _bleu("bottleneck", "bahdanau"), _constant(95.0), "≥ 95"),
-    Target("Bahdanau: BLEU on 31+ words", _bleu("bottleneck", "bahdanau", "31+"),
-           _times(0.95, _bleu("bottleneck", "bahdanau", "1-10")), "≥ 0.95 × its 1-10"),
-    Target("Bahdanau: BLEU on 31+ words vs no attention", _bleu("bottleneck", "bahdanau", "31+"),
-           _times(2.5, _bleu("bottleneck", "none", "31+")), "≥ 2.5 × no attention's 31+"),
-    Target("Bahdanau: alignment accuracy", _alignment("bahdanau"), _constant(0.9), "≥ 0.9"),
-    Target("Luong general: alignment accuracy", _alignment("luong-general"), _constant(0.9),
-           "≥ 0.9"),
-    Target("digit strips: exact match", _caption("digits", "exact_match"), _constant(0.95),
-           "≥ 0.95"),
-    Target("digit strips: localisation", _caption("digits", "localization"), _constant(0.95),
-           "≥ 0.95"),
-    Target("shape scenes: exact match", _caption("shapes", "exact_match"), _constant(0.80),
-           "≥ 0.80"),
-    Target("shape scenes: localisation", _caption("shapes", "localization"), _constant(0.80),
-           "≥ 0.80"),
-    Target("Transformer: BLEU overall", _bleu("transformer", "transformer"), _constant(95.0),
-           "≥ 95"),
-    Target("Transformer: BLEU on 31+ words", _bleu("transformer", "transformer", "31+"),
-           _times(0.95, _bleu("transformer", "transformer", "1-10")), "≥ 0.95 × its 1-10"),
-)
 
 
 def load_seeds(results_dir: Path, profile: str = "full") -> dict[int, dict[str, dict]]:
@@ -141,11 +70,6 @@ def _merge_single_models(folder: Path, profile: str, found: dict[str, dict]) -> 
 def _is_caption_entry(value) -> bool:
     """True for a data set's record in a captioning result (not run metadata)."""
     return isinstance(value, dict) and "exact_match" in value
-
-
-def seed_targets(results: dict) -> list[tuple[Target, float | None, float | None, bool | None]]:
-    """Every target checked on one seed's results: ``(target, value, bound, holds)``."""
-    return [(target, *target.check(results)) for target in TARGETS]
 
 
 def _number(value: float | None) -> str:
@@ -261,8 +185,11 @@ def _settings_lines(seeds: dict[int, dict[str, dict]]) -> list[str]:
             seed, result = [(s, r) for s, r in measured if dataset in r][-1]
             settings = result.get("settings_by_dataset", {}).get(dataset,
                                                                   result.get("settings", {}))
+            settings = _resolved(settings, dataset)
+            if "architecture" in result[dataset]:  # the model as built, channels and vocabulary
+                settings = {**settings, "model": result[dataset]["architecture"]}
             lines.append(f"- **captioning, {dataset}**: `{COMMANDS[experiment]}`. Settings (seed "
-                         f"{seed}): {_settings_text(_resolved(settings, dataset))}.")
+                         f"{seed}): {_settings_text(settings)}.")
     return lines
 
 
@@ -364,9 +291,12 @@ def headline_table(seeds: dict[int, dict[str, dict]]) -> str:
     every = sum(all(v is True for v in vs) for vs in verdicts)
     failed = sum(any(v is False for v in vs) for vs in verdicts)
     partial = len(TARGETS) - every - failed
+    counts = [f"{n} {verb if n > 1 else verb + 's'}{rest}" for n, verb, rest in (
+        (every, "hold", " on every seed"),
+        (partial, "hold", " where measured but not yet on every seed"),
+        (failed, "fail", " on at least one seed")) if n and seeds] or ["none measured yet"]
     lines += ["", f"Targets ({len(TARGETS)}), over seeds {', '.join(map(str, seeds)) or 'none'}:"
-              f" {every} hold on every seed; {partial} hold where measured but are not measured"
-              f" on every seed yet; {failed} fail on at least one seed."]
+              f" {'; '.join(counts)}."]
     return "\n".join(lines)
 
 
