@@ -3,18 +3,22 @@ estimate it is checked against.
 
 A lesson's study time is estimated from what a learner has to get through:
 
-    minutes = prose words / 100 + code lines / 8 + 3 · widgets
+    minutes = prose words / 100 + code lines / 8 + 3 · widget controls
 
 - **prose** is read at 100 words a minute, the pace of studying a technical text with inline
   mathematics rather than reading it through;
 - **code** (non-blank, non-comment lines) at 8 lines a minute, which covers reading a cell,
   running it and looking at what it prints or draws;
-- each **interactive explorer** takes about 3 minutes of moving its controls.
+- each **widget control** (a slider, a drop-down, one ``interact`` call) takes about 3 minutes
+  of trying it out.
 
-These rates reproduce a timed walk-through of the course by a learner (about 15 hours for the
-twelve lessons, computing included, and about two hours for the Transformer lesson). Training and
-evaluation in the full profile come on top; each introduction states them separately, from the
-step budgets of :mod:`course_lib.experiments.reproduce`.
+The rates were chosen against the one timed walk-through of the course we have: a learner took
+about 15 hours for the twelve lessons, computing included, and about two hours for the
+Transformer lesson. On the lessons as they stood then, the rates give 13.5 hours of study, to
+which the lessons added about an hour of full-profile training by their own statements, and 101
+minutes for the Transformer lesson. Training and evaluation in the full profile come on top of
+the estimate; each introduction states them separately, from the step budgets of
+:mod:`course_lib.experiments.reproduce`.
 
 The estimate is rounded to 5 minutes. ``tests/test_study_time.py`` checks that every lesson's
 stated time lies within :data:`TOLERANCE_MINUTES` of it, so a lesson that grows must say so.
@@ -36,7 +40,7 @@ STATED_TIME = re.compile(r"\*\*Estimated time\*\*:\s*(\d+)\s*minutes")
 WORD = re.compile(r"[A-Za-z0-9][\w'’-]*")
 DISPLAY_MATH = re.compile(r"\$\$.*?\$\$", re.S)
 INLINE_MATH = re.compile(r"\$[^$\n]+\$")
-# The controls whose creation makes an explorer: one per interact() call or explicit control.
+# One match per interact() call or explicitly created control.
 WIDGET_CALL = re.compile(r"\binteract(?:ive)?\(|widgets\.(?:IntSlider|FloatSlider|Dropdown|"
                          r"ToggleButtons|SelectionSlider|RadioButtons)\(")
 
@@ -67,20 +71,23 @@ class LessonLoad:
         return cls(words, lines, widgets)
 
     def minutes(self) -> float:
-        """words / 100 + code lines / 8 + 3 · widgets (see the module docstring)."""
+        """words / 100 + code lines / 8 + 3 · widget controls (see the module docstring)."""
         return (self.prose_words / WORDS_PER_MINUTE + self.code_lines / CODE_LINES_PER_MINUTE
                 + MINUTES_PER_WIDGET * self.widgets)
 
 
+def _notebook(path: Path) -> dict:
+    return json.loads(Path(path).read_text(encoding="utf-8"))
+
+
 def estimated_minutes(path: Path) -> int:
     """The study time of the lesson notebook at ``path``, rounded to 5 minutes."""
-    load = LessonLoad.of_notebook(json.loads(Path(path).read_text(encoding="utf-8")))
-    return 5 * max(1, round(load.minutes() / 5))
+    return 5 * max(1, round(LessonLoad.of_notebook(_notebook(path)).minutes() / 5))
 
 
 def stated_minutes(path: Path) -> int:
     """The minutes after "**Estimated time**:" in the lesson's introduction."""
-    for cell in json.loads(Path(path).read_text(encoding="utf-8"))["cells"]:
+    for cell in _notebook(path)["cells"]:
         if cell["cell_type"] == "markdown":
             match = STATED_TIME.search("".join(cell["source"]))
             if match:

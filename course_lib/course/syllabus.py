@@ -8,6 +8,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
+from course_lib.course.study_time import stated_minutes
+
 COURSE_ROOT = Path(__file__).resolve().parents[2]
 
 
@@ -61,8 +63,6 @@ def course_map(root: Path = COURSE_ROOT):
     """The lessons as a pandas DataFrame with ``path`` (core or optional), ``minutes`` (the
     study time the lesson states, training not included) and ``available`` columns."""
     import pandas as pd
-
-    from course_lib.course.study_time import stated_minutes
 
     return pd.DataFrame(
         [{"lesson": lesson.number, "title": lesson.title, "covers": lesson.covers,

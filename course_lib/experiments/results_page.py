@@ -291,10 +291,12 @@ def headline_table(seeds: dict[int, dict[str, dict]]) -> str:
     every = sum(all(v is True for v in vs) for vs in verdicts)
     failed = sum(any(v is False for v in vs) for vs in verdicts)
     partial = len(TARGETS) - every - failed
-    counts = [f"{n} {verb if n > 1 else verb + 's'}{rest}" for n, verb, rest in (
-        (every, "hold", " on every seed"),
-        (partial, "hold", " where measured but not yet on every seed"),
-        (failed, "fail", " on at least one seed")) if n and seeds] or ["none measured yet"]
+    counts = [f"{n} {verb if n > 1 else verb + 's'} {where}" for n, verb, where in (
+        (every, "hold", "on every seed"),
+        (partial, "hold", "where measured but not yet on every seed"),
+        (failed, "fail", "on at least one seed")) if n]
+    if not seeds:
+        counts = ["none measured yet"]
     lines += ["", f"Targets ({len(TARGETS)}), over seeds {', '.join(map(str, seeds)) or 'none'}:"
               f" {'; '.join(counts)}."]
     return "\n".join(lines)
