@@ -60,7 +60,7 @@ def gold_cells(links: list) -> list[tuple[int, int]]:
     """Every (French position t, English position j) of every gold link ``[english, french]``:
     the cells of a (T, S) attention map that the gold alignment marks (for ``viz.plot_attention``'s
     ``gold``)."""
-    return [(t, s) for english, french in links for t in french for s in english]
+    return [(t, j) for english, french in links for t in french for j in english]
 
 
 def alignment_accuracy(weights: list[torch.Tensor], alignments: list[list],

@@ -45,9 +45,10 @@ def plot_attention(
     colorbar: bool = True,
 ) -> plt.Axes:
     """Heat map of attention ``weights`` of shape (T, S): row t is output token
-    ``target_tokens[t]``, column s is input token ``source_tokens[s]``; cell (t, s) is a_ts.
+    ``target_tokens[t]``, column j is input token ``source_tokens[j]``; cell (t, j) is a_tj
+    (both counting from 0).
 
-    ``gold`` takes (t, s) pairs (e.g. gold word alignments) drawn as boxes on top. The colours
+    ``gold`` takes (t, j) pairs (e.g. gold word alignments) drawn as boxes on top. The colours
     run from 0 to ``vmax`` (default: the largest weight); ``colorbar=False`` leaves out the
     colour bar (as :func:`plot_attention_heads` does, which draws one for all its panels).
     """
@@ -75,10 +76,10 @@ def plot_attention(
         cbar=colorbar,
         cbar_kws={"label": "attention weight", "shrink": 0.8} if colorbar else None,
     )
-    for t, s in gold:
-        if not (0 <= t < expected[0] and 0 <= s < expected[1]):
-            raise ValueError(f"gold pair {(t, s)} lies outside the {expected} weight matrix")
-        ax.add_patch(plt.Rectangle((s, t), 1, 1, fill=False, edgecolor="deepskyblue", lw=2))
+    for t, j in gold:
+        if not (0 <= t < expected[0] and 0 <= j < expected[1]):
+            raise ValueError(f"gold pair {(t, j)} lies outside the {expected} weight matrix")
+        ax.add_patch(plt.Rectangle((j, t), 1, 1, fill=False, edgecolor="deepskyblue", lw=2))
     ax.set_xlabel("source (keys)")
     ax.set_ylabel("output (queries)")
     ax.tick_params(axis="x", labelrotation=90)

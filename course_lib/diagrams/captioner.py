@@ -1,4 +1,4 @@
-"""The diagrams of lessons 06 and 07: soft against hard reading of N items, and Show, Attend
+"""The diagrams of lessons 06 and 07: soft against hard reading of S items, and Show, Attend
 and Tell, from the image to one word."""
 
 from __future__ import annotations
@@ -62,7 +62,7 @@ def hard_vs_soft_diagram(config: HardAttentionConfig, items: int, batch: int = 3
     """Lesson 06's pointer network read two ways: soft attention averages the values with the
     weights a; hard attention samples one item j ~ Categorical(a) and reads its value alone."""
     dims = Dims({"B": batch, "S": items, "d": config.dim, "d_v": config.value_dim,
-                 "K": config.n_classes})
+                 "V": config.n_classes})
     boxes = [Box("query", -2.2, 0, "query $q$", "input"),
              Box("keys", 2.2, 0, "keys $k_1 \\ldots k_S$", "input", width=2.4),
              Box("score", 0, 2.2, r"scores $e_j = q^\top W_g k_j$", "attention", width=3.0),
@@ -71,7 +71,7 @@ def hard_vs_soft_diagram(config: HardAttentionConfig, items: int, batch: int = 3
              Box("hard", 4.2, 6.8, r"hard: $j \sim a$, $c = v_j$", "op", width=3.0),
              Box("values", 0, 6.8, "values $v_1 \\ldots v_S$", "input", width=2.6),
              Box("classify", 0, 9.2, "linear → label", "layer", width=2.4),
-             Box("label", 0, 11.4, "logits over the labels", "op", width=3.0)]
+             Box("label", 0, 11.4, "logits over the $V$ labels", "op", width=3.0)]
     arrows = [Arrow("query", "score", dims("B", "d")), Arrow("keys", "score", dims("B", "S", "d")),
               Arrow("score", "softmax", dims("B", "S")),
               Arrow("softmax", "soft", dims("B", "S"), text="$a$"),
@@ -80,7 +80,7 @@ def hard_vs_soft_diagram(config: HardAttentionConfig, items: int, batch: int = 3
               Arrow("values", "hard", dims("B", "S", "d_v")),
               Arrow("soft", "classify", dims("B", "d_v"), text="gradient to $e$"),
               Arrow("hard", "classify", dims("B", "d_v"), text="no gradient to $e$", dashed=True),
-              Arrow("classify", "label", dims("B", "K"))]
+              Arrow("classify", "label", dims("B", "V"))]
     return Diagram("Soft and hard attention over S items", boxes, arrows, dims,
                    caption="Hard attention needs REINFORCE or a relaxation (Gumbel-softmax) to "
                            "train the scores.")

@@ -30,7 +30,7 @@ def self_attention_diagram(d_model: int, d_k: int, batch: int = 32, length: int 
               Arrow("wv", "mix", dims("B", "T", "d_k"), text="V"),
               Arrow("mix", "out", dims("B", "T", "d_k"))]
     return Diagram("Scaled dot-product self-attention (one head)", boxes, arrows, dims,
-                   caption="Row i of A says how much position i reads from every position.")
+                   caption="Row t of A says how much position t reads from every position.")
 
 
 def heads_diagram(d_model: int, num_heads: int, batch: int = 32, length: int = 10) -> Diagram:

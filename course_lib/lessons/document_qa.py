@@ -95,8 +95,8 @@ def make_document(n_people: int = 4, relations: Sequence[str] | None = None, *,
                   dim: int = 256, seed: int = 0) -> Document:
     """Generate a document: for each of ``n_people`` people and each relation (default: all of
     :data:`RELATIONS`), one fact with an answer drawn by a seeded generator. Each item is
-    encoded first, ``k_i = embed(key sentence)``, ``v_i = embed(answer)``, the ``E = f_enc(V)``
-    step of attention.
+    encoded first, ``k_j = embed(key sentence)``, ``v_j = embed(answer)``: the step of attention
+    that encodes the items (``k_j = f_enc(·)``).
 
     Shapes: ``keys`` and ``values`` (n_people · n_relations, dim), on the CPU.
     """

@@ -1,11 +1,11 @@
 """Lesson 06's comparison of gradient estimators for hard attention.
 
 The loss of a hard choice has no gradient along the sampled path. REINFORCE (Williams, 1992)
-uses ``∇_θ E_j[ℒ(j)] = E_j[(ℒ(j) − b) ∇_θ log a_j]``, unbiased for any baseline ``b`` that does
-not depend on the sample; straight-through Gumbel-softmax back-propagates through
-``ã = softmax((e + g)/τ)`` as if it were the one-hot draw ``â``: low variance, but biased. This
-module trains the pointer network with each estimator and measures the bias and variance of their
-gradients against the exact one.
+uses ``∇_θ E_j[ℒ(j)] = E_j[(ℒ(j) − b) ∇_θ log a_j]`` for the score parameters θ, unbiased for
+any baseline ``b`` that does not depend on the sample; straight-through Gumbel-softmax
+back-propagates through ``ã = softmax((e + g)/τ)`` as if it were the one-hot draw ``â``: low
+variance, but biased. This module trains the pointer network with each estimator and measures the
+bias and variance of their gradients against the exact one.
 """
 
 from __future__ import annotations

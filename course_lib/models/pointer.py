@@ -6,7 +6,8 @@ ONE item, ``c = v_j`` with ``j ~ Categorical(a)``, ``a = softmax(e)``. The choic
 the loss has no gradient with respect to the scores ``e`` along the sampled path. Two ways out:
 
 - REINFORCE (Williams, 1992; used for hard attention by Mnih et al., 2014 and Xu et al., 2015):
-  ``∇_θ E_j[ℒ(j)] = E_j[(ℒ(j) − b) ∇_θ log a_j]``, unbiased for any baseline ``b`` that does not
+  ``∇_θ E_j[ℒ(j)] = E_j[(ℒ(j) − b) ∇_θ log a_j]`` for the parameters θ of the scores (the
+  loss of a chosen item does not depend on them), unbiased for any baseline ``b`` that does not
   depend on the sample; a good ``b`` (here a moving average of the loss) lowers the variance.
 - Straight-through Gumbel-softmax (Jang et al., 2017; Maddison et al., 2017): draw
   ``j = argmax_j(e_j + g_j)`` with Gumbel noise ``g``, use the one-hot ``â`` going forward, and

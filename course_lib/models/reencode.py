@@ -8,7 +8,8 @@ the source can depend on what the decoder needs now; its final state is that ste
     s_t = GRU([E[y_{t−1}]; c_t], s_{t−1}),          p(y_t) = softmax(W_out s_t)
 
 Every step gets its own context, as with attention, but at the price of T whole passes over the
-source: T·S recurrent steps per sentence, one after another, against S + T without attention.
+source: T·S + T recurrent steps per sentence (T passes of S steps, plus the decoder's T), one
+after another, against S + T without attention.
 Attention keeps one pass (S steps) and replaces the re-reading by S scores per output step, which
 run in parallel.
 """

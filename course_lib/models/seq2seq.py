@@ -101,7 +101,9 @@ class Decoder(nn.Module):
         input_size = config.embed_dim + (config.hidden_size if self.context_in_input else 0)
         self.embed = nn.Embedding(config.tgt_vocab_size, config.embed_dim, padding_idx=PAD_ID)
         self.rnn = _rnn(config.cell, input_size, config.hidden_size)
-        self.init = nn.Linear(config.hidden_size, config.hidden_size)
+        # W_init exists only where the context sets s_0, so parameter counts hold no unused weight
+        self.init = nn.Linear(config.hidden_size, config.hidden_size) \
+            if self.context_as_init else None
         self.dropout = nn.Dropout(config.dropout)
         self.out = nn.Linear(config.hidden_size, config.tgt_vocab_size)
 
