@@ -48,6 +48,22 @@ def test_decoder_is_causal_and_uses_the_context(context):
     assert not torch.allclose(other[:, 0], logits[:, 0])  # the context matters from step one
 
 
+@pytest.mark.parametrize("context", CONTEXT_MODES)
+def test_only_a_context_that_sets_the_first_state_has_w_init(context):
+    """Every parameter a decoder holds is one it uses: W_init maps c to s_0, so the modes that
+    start from zeros have none, and a parameter count shows the real size of each mode."""
+    config = Seq2SeqConfig(10, 12, embed_dim=6, hidden_size=8, context=context)
+    decoder = Decoder(config)
+    names = {name for name, _ in decoder.named_parameters()}
+    has_init = {"init.weight", "init.bias"} <= names
+    assert has_init == (context in ("init", "both"))
+    logits, _ = decoder(torch.randint(4, 12, (2, 5)), torch.randn(2, 8))
+    logits.sum().backward()
+    unused = [name for name, p in decoder.named_parameters()
+              if p.grad is None and not name.startswith("embed")]
+    assert unused == []
+
+
 def test_first_step_reads_the_context_once_and_steps_agree_with_the_whole_sequence():
     torch.manual_seed(0)
     config = Seq2SeqConfig(10, 12, embed_dim=6, hidden_size=8, context="first_step")
