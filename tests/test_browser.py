@@ -36,29 +36,13 @@ from course_lib.course.execute import kernel_environment
 from course_lib.course.site import build_site
 from course_lib.course.slides import build_slides
 from course_lib.course.syllabus import COURSE_ROOT, LESSONS
+from tests.browser_support import CHROMIUM, CHROMIUM_ARGS, require_browser
 
-CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
-CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking",
-                 "--disable-component-update", "--disable-sync", "--no-first-run"]
 SCREENSHOTS = COURSE_ROOT / "build" / "screenshots"
 SCREENSHOTS.mkdir(parents=True, exist_ok=True)
 
 
-def _require_browser():
-    missing = []
-    try:
-        import playwright.sync_api  # noqa: F401
-    except ImportError:
-        missing.append("playwright (pip install playwright)")
-    if not Path(CHROMIUM).is_file():
-        missing.append("chromium (apt-get install chromium)")
-    if missing and os.environ.get("CI"):
-        pytest.fail(f"CI must run the browser checks, but these are missing: {missing}")
-    if missing:
-        pytest.skip(f"browser checks need {' and '.join(missing)}", allow_module_level=True)
-
-
-_require_browser()
+require_browser(module_level=True)
 from playwright.sync_api import sync_playwright  # noqa: E402
 
 # ---- fixtures ----------------------------------------------------------------------------------

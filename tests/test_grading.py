@@ -9,7 +9,9 @@ their way through; every one must score zero.
 import copy
 import csv
 import hashlib
+import html as html_module
 import os
+import re
 import shutil
 from pathlib import Path
 
@@ -19,8 +21,12 @@ import pytest
 from course_lib.course.syllabus import COURSE_ROOT
 from course_lib.grading import grade as grade_module
 from course_lib.grading import sandbox
+from course_lib.grading.budget import make_group
 from course_lib.grading.config import lessons_with_exercises, source_notebooks
 from course_lib.grading.grade import GradingError, exercises_of, grade
+from course_lib.grading.gradebook import FORMULA_STARTS
+from course_lib.grading.submission import MAX_DEPTH, MAX_FILES_BYTES
+from tests.attacks import ATTACKS, EXPECTED, HONEST
 from tests.cheats import CHEATS, make_cheat
 
 ROOT = COURSE_ROOT
@@ -33,6 +39,7 @@ CHEAT_LESSONS = (FIRST, "04_bahdanau")
 # worker and its own second grading worker, and a slow solution cell must not time out.
 TIMEOUT_S = 15
 HAS_SANDBOX = sandbox.sandbox_available()
+MEMORY_GB = 3.0
 
 if not HAS_SANDBOX and os.environ.get("CI"):
     raise RuntimeError("CI must run the grading tests in the sandbox: install bubblewrap")
@@ -60,10 +67,15 @@ def with_code(nb, grade_id, source):
 
 def tree_digest(folder: Path) -> str:
     digest = hashlib.sha256()
-    for path in sorted(folder.rglob("*")):
-        digest.update(str(path.relative_to(folder)).encode())
-        if path.is_file():
-            digest.update(path.read_bytes())
+    for root, folders, files in os.walk(folder):  # links are not followed
+        folders.sort()
+        for name in sorted(folders + files):
+            path = Path(root) / name
+            digest.update(str(path.relative_to(folder)).encode())
+            if path.is_symlink():
+                digest.update(os.readlink(path).encode())
+            elif path.is_file() and path.stat().st_size < 2**26:
+                digest.update(path.read_bytes())
     return digest.hexdigest()
 
 
@@ -137,9 +149,13 @@ attempt("network", lambda: __import__("socket").create_connection(("1.1.1.1", 53
             for nb_path in source_notebooks(lesson):
                 put(cheat, make_cheat(cheat, untouched(lesson, nb_path.stem)), lesson,
                     nb_path.stem)
+    context = {"peer": subs / "solution" / FIRST, "solutions": ROOT / "solutions" / FIRST}
+    for name, write in {**ATTACKS, **HONEST}.items():
+        write(subs / name / FIRST, untouched(), solution(), context)
+    (subs / "links_its_whole_folder").symlink_to(subs / "solution", target_is_directory=True)
 
     before = tree_digest(subs)
-    rows = grade(subs, out, timeout=TIMEOUT_S, memory_gb=3.0, workers=2)
+    rows = grade(subs, out, timeout=TIMEOUT_S, memory_gb=MEMORY_GB, workers=2)
     by_student = {}
     for row in rows:
         by_student.setdefault(row.student, {})[(row.lesson, row.exercise)] = row
@@ -186,7 +202,7 @@ def test_syntax_error_costs_only_its_exercise(batch):
 def test_raising_code_is_reported(batch):
     got = statuses(batch, "raises")
     assert got["ex2_dot_scores"][0] == 0
-    assert got["ex2_dot_scores"][1].startswith("ZeroDivisionError: division by zero")
+    assert got["ex2_dot_scores"][1].startswith("raised ZeroDivisionError: division by zero")
     assert got["ex1_stable_softmax"] == (2, "ok")
 
 
@@ -215,7 +231,8 @@ def test_weakened_test_cell_is_restored_before_grading(batch):
     got = statuses(batch, "edits_tests")
     points, status = got["ex1_stable_softmax"]
     assert points == 0
-    assert status.startswith("AssertionError: stable_softmax: values differ")
+    # the restored self-check fails first, in the kernel; the hidden cases never run
+    assert status.startswith("raised AssertionError: stable_softmax: values differ")
 
 
 def test_deleted_test_cell_scores_zero(batch):
@@ -225,7 +242,11 @@ def test_deleted_test_cell_scores_zero(batch):
 
 
 def test_snooping_submission_is_contained(batch):
-    assert all(points == 2 for points, _ in statuses(batch, "snoops").values())
+    got = statuses(batch, "snoops")
+    assert all(got[e][0] == 2 for e in ("ex1_stable_softmax", "ex3_masked_mean", "ex4_causal_mask"))
+    # the snoop imports socket by __import__ inside the exercise: correct, but held
+    assert got["ex2_dot_scores"][0] == 0
+    assert got["ex2_dot_scores"][1].startswith("held for review: resolves names at run time")
     assert not batch["canary"].exists()
     assert batch["out"].read_text().startswith("student,lesson,exercise")  # not "hacked"
     html = (batch["out"].parent / "feedback" / "snoops" / FIRST / f"{NOTEBOOK}.html").read_text()
@@ -251,11 +272,15 @@ def test_submissions_are_never_modified(batch):
 def test_feedback_per_student_without_hidden_tests(batch):
     feedback = batch["out"].parent / "feedback"
     html = (feedback / "untouched" / FIRST / f"{NOTEBOOK}.html").read_text()
-    assert "NotImplementedError" in html
+    assert "0 / 2 points: not attempted (the cell still raises NotImplementedError)" in html
     assert "HIDDEN TESTS" not in html
     hidden_lines = hidden_test_lines()
     assert hidden_lines and not any(line in html for line in hidden_lines)
-    assert not (feedback / "empty").exists()  # nothing ran, nothing to show
+    assert ">Comment</a>" not in html and "Comments:" not in html  # no empty comment entries
+    for student in ("empty", "not_json", "missing", "links_to_a_peer"):  # a page all the same
+        page = (feedback / student / FIRST / f"{NOTEBOOK}.html").read_text()
+        status = html_module.escape(next(iter(batch["by"][student].values())).status)
+        assert status in page and "<script" not in page, student
 
 
 def hidden_test_lines():
@@ -362,25 +387,29 @@ def test_sandbox_blocks_reads_and_writes_outside_its_folder(tmp_path):
     secret = ROOT / "solutions" / FIRST / f"{NOTEBOOK}.ipynb"
     cells = [f"open({str(secret)!r}).read()",
              f"open({str(canary)!r}, 'w').write('x')",
-             "open('mine.txt', 'w').write('allowed'); print(open('mine.txt').read())"]
+             "open('mine.txt', 'w').write('allowed'); print(open('mine.txt').read())",
+             "print(open('given.txt').read())"]
     nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(c) for c in cells])
     folder = tmp_path / "work"
     folder.mkdir()
-    executed = sandbox.execute_isolated(nb, folder, cell_timeout=TIMEOUT_S)
-    read, write, own = ([o for o in c.outputs] for c in executed.cells)
+    (folder / "given.txt").write_text("shipped")
+    returned = sandbox.execute_isolated(nb, folder, cell_timeout=TIMEOUT_S)
+    read, write, own, given = ([o for o in c.outputs] for c in returned.notebook.cells)
     assert read[0]["ename"] == "FileNotFoundError"
     assert write[0]["ename"] in ("OSError", "FileNotFoundError", "PermissionError")
-    assert own[0]["text"].strip() == "allowed"
+    assert own[0]["text"].strip() == "allowed" and given[0]["text"].strip() == "shipped"
     assert not canary.exists()
-    assert (folder / "mine.txt").read_text() == "allowed"
+    # what the notebook writes stays in the sandbox's own memory: the staged folder is as given
+    assert sorted(p.name for p in folder.iterdir()) == ["given.txt"]
 
 
 @needs_sandbox
 def test_a_dead_kernel_never_leaves_cells_passing(tmp_path):
     cells = ["import os; os._exit(3)", "print('never runs')"]
     nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(c) for c in cells])
-    executed = sandbox.execute_isolated(nb, tmp_path, cell_timeout=TIMEOUT_S)
-    assert all(c.outputs and c.outputs[0]["output_type"] == "error" for c in executed.cells)
+    returned = sandbox.execute_isolated(nb, tmp_path, cell_timeout=TIMEOUT_S)
+    assert all(c.outputs and c.outputs[0]["output_type"] == "error"
+               for c in returned.notebook.cells)
 
 
 @needs_sandbox
@@ -439,3 +468,79 @@ def test_a_call_into_the_reference_is_flagged_not_failed(batch):
             f"{NOTEBOOK}.html").read_text()
     assert "flagged for the instructor" in html
     assert statuses(batch, "calls_reference")["ex2_dot_scores"] == (2, "ok")
+
+
+# ---------------------------------------------------------------------------------------------
+# Attacks beyond the cheats (tests/attacks.py): forge, replace, copy, evade, harm
+
+
+def measured(batch, student, what):
+    """The number an attack printed as ``MEASURED what=N`` in its own feedback page."""
+    page = (batch["out"].parent / "feedback" / student / FIRST / f"{NOTEBOOK}.html").read_text()
+    found = re.search(rf"MEASURED {what}=(\d+)", page)
+    assert found, f"{student} did not report {what}: the attack did not run to its end"
+    return int(found.group(1))
+
+
+@pytest.mark.parametrize("attack", list(ATTACKS))
+def test_every_attack_scores_zero_and_says_what_was_seen(batch, attack):
+    rows = batch["by"][attack]
+    concerned, text = EXPECTED[attack]
+    assert {lesson for lesson, _ in rows} == {FIRST}
+    for (_, exercise), row in rows.items():
+        if concerned is None or exercise in concerned:
+            assert row.points == 0 and row.status != "ok", row
+            assert text in row.status, row
+    assert sum(row.points for row in rows.values()) < sum(r.max_points for r in rows.values())
+
+
+def test_no_answer_is_forged_through_proc(batch):
+    assert measured(batch, "forges_the_answer", "forged") == 0
+    assert measured(batch, "forges_the_answer", "blocked") >= 1  # it found the pipes, and failed
+    assert all(row.points == 0 for row in batch["by"]["forges_the_answer"].values())
+
+
+def test_shipped_modules_are_never_imported(batch):
+    got = statuses(batch, "ships_modules_beside_a_solution")
+    assert all(status == (2, "ok") for status in got.values()), got
+    page = (batch["out"].parent / "feedback" / "ships_modules" / FIRST /
+            f"{NOTEBOOK}.html").read_text()
+    assert "shipped_startup_ran" not in page
+
+
+def test_links_anywhere_are_refused(batch):
+    (row,) = batch["by"]["links_its_whole_folder"].values()
+    assert row.points == 0 and row.status == "refused: the student's folder is a symbolic link"
+
+
+@pytest.mark.skipif(make_group() is None, reason="no cgroups to confine a submission in here")
+def test_a_submission_stays_within_its_memory_and_processes(batch):
+    assert measured(batch, "holds_too_much_memory", "resident_bytes") <= MEMORY_GB * 2**30
+    assert measured(batch, "starts_many_processes", "processes") <= sandbox.budgets.MAX_PROCESSES
+
+
+def test_a_submission_writes_within_its_disk_and_nothing_outside(batch):
+    assert measured(batch, "fills_the_disk", "written_bytes") <= sandbox.budgets.DISK_BYTES
+    feedback = batch["out"].parent / "feedback"
+    for attack in ("fills_the_disk", "ships_a_sparse_file", "floods_the_answer"):
+        sizes = [p.stat().st_size for p in (feedback / attack).rglob("*") if p.is_file()]
+        assert len(sizes) == 1 and sizes[0] < 2 * 2**20, (attack, sizes)
+    assert not any(p.suffix == ".bin" for p in feedback.rglob("*"))
+    assert MAX_DEPTH < 40 and MAX_FILES_BYTES < 2**30  # what the deep and sparse attacks exceed
+
+
+def test_the_gradebook_holds_nothing_a_spreadsheet_would_run(batch):
+    with open(batch["out"], newline="") as file:
+        table = list(csv.reader(file))
+    for row in table[1:]:
+        assert not any(field.startswith(FORMULA_STARTS) for field in row), row
+    status = statuses(batch, "writes_a_formula")["ex1_stable_softmax"][1]
+    assert status.startswith("raised an exception: ") and "HYPERLINK" not in status
+
+
+def test_a_feedback_page_runs_no_student_script_and_typesets_offline(batch):
+    from tests.test_feedback import check_feedback_page_in_browser
+
+    for student in ("writes_a_formula", "solution"):
+        check_feedback_page_in_browser(
+            batch["out"].parent / "feedback" / student / FIRST / f"{NOTEBOOK}.html")

@@ -24,12 +24,12 @@ import torch
 from course_lib.course.syllabus import COURSE_ROOT
 from course_lib.grading.config import lessons_with_exercises, source_notebooks
 from course_lib.grading.hidden import HiddenTest, collecting, observe_all, resolve
+from course_lib.grading.static_check import StaticFindings, static_flags
 from course_lib.grading.verdict import (
     build_reference,
     draw_inputs,
     expected_records,
     judge,
-    static_flags,
 )
 
 SEEDS = (1, 2, 3)
@@ -115,7 +115,7 @@ def test_the_solution_is_not_flagged(source):
     for grade_id, test in reference.tests.items():
         for dotted in test.reimplements:
             assert resolve(dotted) is not None, f"{grade_id}: {dotted} does not exist"
-        assert static_flags(nb, grade_id, test.reimplements) == [], grade_id
+        assert static_flags(nb, grade_id, test.reimplements) == StaticFindings(), grade_id
         _, called = observe_all(test, draw_inputs(test, SEEDS[0]),
                                 watch=reference.functions[grade_id])
         assert called == [], f"{grade_id}: the solution calls {called}"

@@ -3,9 +3,12 @@
 - :mod:`checks`: the helpers self-check and hidden test cells call (clear pass/fail messages).
 - :mod:`config`: the nbgrader configuration (source = solutions/, release = exercises/).
 - :mod:`assign`: generate ``exercises/`` from ``solutions/``.
-- :mod:`sandbox` and :mod:`runner`: execute a submission isolated with bubblewrap.
+- :mod:`submission`: a submission folder checked and staged; statuses in words.
+- :mod:`sandbox`, :mod:`runner` and :mod:`kernel`: execute a submission isolated with
+  bubblewrap; :mod:`budget`: its memory, processes, disk and time.
 - :mod:`hidden`: the hidden-test format (inputs, observations); the part that runs in a kernel.
 - :mod:`verdict` and :mod:`trusted`: the grader's side: secret inputs, the solution's results,
   comparisons, flags; nothing the submission's kernel does decides a verdict.
-- :mod:`grade`: autograde a folder of submissions into a gradebook CSV and feedback HTML.
+- :mod:`grade`: autograde a folder of submissions into a gradebook CSV (:mod:`gradebook`) and
+  feedback HTML (:mod:`feedback`).
 """

@@ -25,31 +25,22 @@ import os
 import shutil
 import tempfile
 import warnings
-from collections.abc import Iterable
 from concurrent.futures import ProcessPoolExecutor
+from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass
 from pathlib import Path
 
-import nbformat
-from nbconvert.preprocessors import (
-    ClearMetadataPreprocessor,
-    CSSHTMLHeaderPreprocessor,
-    Preprocessor,
-)
-from nbgrader.api import Gradebook, MissingEntry
+from nbconvert.preprocessors import ClearMetadataPreprocessor
 from nbgrader.apps import NbGraderAPI
 from nbgrader.coursedir import CourseDirectory
 from nbgrader.preprocessors import (
     AssignLatePenalties,
     CheckCellMetadata,
-    ClearHiddenTests,
-    GetGrades,
     IgnorePattern,
     LimitOutput,
     SaveAutoGrades,
 )
 from sqlalchemy.exc import SAWarning
-from traitlets import Bool
 
 from course_lib.course.syllabus import COURSE_ROOT
 from course_lib.grading.config import (
@@ -62,66 +53,15 @@ from course_lib.grading.config import (
     nbgrader_config,
     source_notebooks,
 )
+from course_lib.grading.feedback import configure_feedback
 from course_lib.grading.gradebook import GradeRow, summary, write_outputs
 from course_lib.grading.hidden import HiddenTestError, key_file_for, load_or_create_key
-from course_lib.grading.sandbox import (
-    SandboxedExecute,
-    copy_without_notebooks,
-    sandbox_available,
-)
-from course_lib.grading.submission import (
-    _error_outputs,
-    read_submission,
-    reasons_by_grade_id,
-)
-from course_lib.grading.trusted import read_flags
+from course_lib.grading.sandbox import SandboxedExecute, sandbox_available
+from course_lib.grading.unit import exercises_of, failure_text, grade_one
 from course_lib.grading.verdict import load_reference
-
-
-@dataclass(frozen=True)
-class Exercise:
-    """One autograded test cell of a source notebook."""
-
-    notebook: str
-    grade_id: str
-    max_points: float
-
-
-def exercises_of(notebook: Path) -> list[Exercise]:
-    """The autograded test cells of a source notebook, in order."""
-    nb = nbformat.read(notebook, as_version=4)
-    found = []
-    for cell in nb.cells:
-        meta = cell.metadata.get("nbgrader", {})
-        if cell.cell_type == "code" and meta.get("grade") and not meta.get("solution"):
-            found.append(Exercise(notebook.stem, meta["grade_id"], float(meta.get("points", 0))))
-    return found
-
-
-# ---------------------------------------------------------------------------------------------
-# Checking a submitted file before anything runs
-
-
-# ---------------------------------------------------------------------------------------------
-# Turning an autograded notebook into reasons
-
 
 # ---------------------------------------------------------------------------------------------
 # nbgrader set-up
-
-
-class RedactHiddenTests(Preprocessor):
-    """For feedback: hidden test code leaves the test cells, and tracebacks shrink to their last
-    line, so students learn what failed without seeing the hidden tests."""
-
-    enabled = Bool(True)
-
-    def preprocess_cell(self, cell, resources, index):
-        meta = cell.metadata.get("nbgrader", {})
-        if cell.cell_type == "code" and meta.get("grade") and not meta.get("solution"):
-            for output in _error_outputs(cell):
-                output["traceback"] = [f"{output.get('ename')}: {output.get('evalue')}"]
-        return cell, resources
 
 
 def grading_config(workspace: Path, timeout: int, memory_gb: float, unsafe: bool,
@@ -140,26 +80,37 @@ def grading_config(workspace: Path, timeout: int, memory_gb: float, unsafe: bool
     config.SandboxedExecute.source_root = str(workspace / "source")
     config.SandboxedExecute.key = key
     config.SandboxedExecute.verdict_root = str(workspace / "verdicts")
-    config.GenerateFeedback.preprocessors = [
-        GetGrades, ClearHiddenTests, RedactHiddenTests, CSSHTMLHeaderPreprocessor,
-    ]
-    config.ClearHiddenTests.enforce_metadata = False
+    config.SandboxedExecute.files_root = str(workspace / "files")
+    configure_feedback(config)
     return config
-
-
-def _failure_text(result: dict) -> str:
-    text = (result.get("error") or result.get("log") or "unknown error").strip().splitlines()
-    return text[-1][:300] if text else "unknown error"
 
 
 # ---------------------------------------------------------------------------------------------
 # The batch
 
 
-def student_folders(submissions: Path) -> Iterable[Path]:
+def grading_units(submissions: Path) -> tuple[list[tuple[str, Path]], list[GradeRow]]:
+    """The (student, lesson folder) pairs to grade, and rows for what cannot even be listed
+    (a student folder that is a link or unreadable). A lesson folder that is a link is listed:
+    grading it gives its rows their reason."""
+    units, rows = [], []
     for path in sorted(submissions.iterdir()):
-        if path.is_dir() and not path.is_symlink() and not path.name.startswith("."):
-            yield path
+        if path.name.startswith("."):
+            continue
+        if path.is_symlink():
+            rows.append(GradeRow(path.name, "", "", 0.0, 0.0,
+                                 "refused: the student's folder is a symbolic link"))
+            continue
+        if not path.is_dir():
+            continue
+        try:
+            lessons = sorted(p for p in path.iterdir() if p.is_symlink() or p.is_dir())
+        except OSError as error:
+            rows.append(GradeRow(path.name, "", "", 0.0, 0.0,
+                                 f"refused: the folder could not be read ({error.strerror})"))
+            continue
+        units += [(path.name, lesson) for lesson in lessons]
+    return units, rows
 
 
 def available_cpus() -> int:
@@ -178,7 +129,8 @@ def grade(submissions: Path, out: Path, *, root: Path = COURSE_ROOT,
     workspace, and each kernel gets ``cpus // workers`` threads, so parallel grading never
     oversubscribes the machine. The rows and files are the same for any number of workers.
     The hidden tests' inputs come from the key in ``key_file`` (default: ``<out>.key`` beside
-    the gradebook, made on first use).
+    the gradebook, made on first use). Whatever one submission does, the batch finishes and
+    writes its gradebook: a failure is that submission's rows and reason.
     """
     submissions, out = Path(submissions).resolve(), Path(out).resolve()
     if not submissions.is_dir():
@@ -202,24 +154,57 @@ def grade(submissions: Path, out: Path, *, root: Path = COURSE_ROOT,
                            f"folder {submissions}: students' folders reach the sandbox")
     key = load_or_create_key(key_file)
 
-    units = [(student_dir.name, lesson_dir) for student_dir in student_folders(submissions)
-             for lesson_dir in sorted(p for p in student_dir.iterdir() if p.is_dir())]
+    units, unlisted = grading_units(submissions)
     workers = max(1, min(workers, len(units)))
     with tempfile.TemporaryDirectory(prefix="course-grade-") as scratch:
         settings = GraderSettings(root=root, scratch=Path(scratch), timeout=timeout,
                                   memory_gb=memory_gb, unsafe=unsafe,
                                   kernel_threads=max(1, available_cpus() // workers), key=key)
-        if workers == 1:
-            grader = LessonGrader(settings)
-            rows_by_unit = [grader.grade(student, lesson_dir) for student, lesson_dir in units]
-        else:
-            context = multiprocessing.get_context("spawn")  # no fork of a process holding torch
-            with ProcessPoolExecutor(workers, mp_context=context, initializer=_start_worker,
-                                     initargs=(settings,)) as pool:
-                rows_by_unit = list(pool.map(_grade_in_worker, units))
-        rows = [row for unit_rows in rows_by_unit for row in unit_rows]
+        rows_by_unit = grade_units(units, settings, workers)
+        rows = unlisted + [row for unit_rows in rows_by_unit for row in unit_rows]
         write_outputs(rows, out, settings.feedback_stage)
     return rows
+
+
+def grade_units(units: list[tuple[str, Path]], settings: GraderSettings,
+                workers: int) -> list[list[GradeRow]]:
+    """Each unit's rows, in order. A unit whose grading raised, or whose worker died, gets rows
+    that say so; a broken pool is replaced for the units still to grade."""
+    if workers == 1:
+        grader = LessonGrader(settings)
+        return [grader.grade(student, lesson_dir) for student, lesson_dir in units]
+    done: dict[int, list[GradeRow]] = {}
+    context = multiprocessing.get_context("spawn")  # no fork of a process holding torch
+    for _ in range(3):
+        todo = [i for i in range(len(units)) if i not in done]
+        if not todo:
+            break
+        with ProcessPoolExecutor(workers, mp_context=context, initializer=_start_worker,
+                                 initargs=(settings,)) as pool:
+            futures = {i: pool.submit(_grade_in_worker, units[i]) for i in todo}
+            for i, future in futures.items():
+                try:
+                    done[i] = future.result()
+                except BrokenProcessPool:
+                    continue
+                except Exception as error:  # noqa: BLE001 - one unit never stops the batch
+                    done[i] = failed_unit(*units[i], settings.root, error)
+    return [done.get(i) or failed_unit(*units[i], settings.root,
+                                       RuntimeError("a grading worker died"))
+            for i in range(len(units))]
+
+
+def failed_unit(student: str, lesson_dir: Path, root: Path, error: BaseException
+                ) -> list[GradeRow]:
+    """Rows for a unit whose grading itself failed: every exercise 0, with the reason."""
+    reason = f"grading failed: {type(error).__name__}: {str(error)[:200]}"
+    lesson = lesson_dir.name
+    try:
+        exercises = [e for nb in source_notebooks(lesson, root) for e in exercises_of(nb)]
+    except OSError:
+        exercises = []
+    return [GradeRow(student, lesson, e.grade_id, 0.0, e.max_points, reason)
+            for e in exercises] or [GradeRow(student, lesson, "", 0.0, 0.0, reason)]
 
 
 @dataclass(frozen=True)
@@ -262,7 +247,7 @@ class LessonGrader:
             warnings.filterwarnings("ignore", category=SAWarning)  # nbgrader's session noise
             result = self.api.generate_assignment(lesson, force=True, create=True)
         if not result["success"]:
-            raise GradingError(f"nbgrader could not prepare {lesson}: {_failure_text(result)}")
+            raise GradingError(f"nbgrader could not prepare {lesson}: {failure_text(result)}")
         for notebook in self.expected[lesson]:  # an author's mistake stops the batch, here
             try:
                 load_reference(self.workspace / "source" / lesson / f"{notebook}.ipynb")
@@ -271,12 +256,17 @@ class LessonGrader:
         self.prepared.add(lesson)
 
     def grade(self, student: str, lesson_dir: Path) -> list[GradeRow]:
-        self.prepare(lesson_dir.name)
-        with warnings.catch_warnings():
-            warnings.filterwarnings("ignore", category=SAWarning)
-            return grade_one(self.api, self.workspace, student, lesson_dir, self.expected,
-                             self.settings.feedback_stage, self.settings.timeout,
-                             self.settings.memory_gb)
+        try:
+            self.prepare(lesson_dir.name)
+            with warnings.catch_warnings():
+                warnings.filterwarnings("ignore", category=SAWarning)
+                return grade_one(self.api, self.workspace, student, lesson_dir, self.expected,
+                                 self.settings.feedback_stage, self.settings.timeout,
+                                 self.settings.memory_gb)
+        except GradingError:
+            raise
+        except Exception as error:  # noqa: BLE001 - one submission must never stop the batch
+            return failed_unit(student, lesson_dir, self.settings.root, error)
 
 
 _WORKER: LessonGrader | None = None
@@ -290,72 +280,6 @@ def _start_worker(settings: GraderSettings) -> None:
 def _grade_in_worker(unit: tuple[str, Path]) -> list[GradeRow]:
     assert _WORKER is not None, "the pool initializer did not run"
     return _WORKER.grade(*unit)
-
-
-def grade_one(api, workspace, student, lesson_dir, expected, feedback_stage, timeout,
-              memory_gb) -> list[GradeRow]:
-    """Rows for one student's lesson folder; never raises for anything the submission did."""
-    lesson = lesson_dir.name
-    if lesson not in expected:
-        return [GradeRow(student, lesson, "", 0.0, 0.0,
-                         f"unknown lesson {lesson!r}; expected one of {sorted(expected)}")]
-    target = workspace / "submitted" / student / lesson
-    usable, rows_by_notebook = {}, {}
-    for notebook, exercises in expected[lesson].items():
-        nb, reason = read_submission(lesson_dir / f"{notebook}.ipynb")
-        if nb is None:
-            rows_by_notebook[notebook] = [GradeRow(student, lesson, e.grade_id, 0.0, e.max_points,
-                                                   reason) for e in exercises]
-        else:
-            usable[notebook] = nb
-    if usable:
-        copy_without_notebooks(lesson_dir, target)
-        for notebook, nb in usable.items():
-            nbformat.write(nb, target / f"{notebook}.ipynb")
-        try:
-            result = api.autograde(lesson, student, force=True, create=True)
-            failure = "" if result["success"] else f"grading failed: {_failure_text(result)}"
-        except Exception as error:  # noqa: BLE001 - one submission must never stop the batch
-            failure = f"grading failed: {type(error).__name__}: {error}"
-        for notebook in usable:
-            rows_by_notebook[notebook] = collect_rows(
-                workspace, student, lesson, notebook, expected[lesson][notebook], failure,
-                timeout, memory_gb)
-        if not failure:
-            api.generate_feedback(lesson, student, force=True)
-            produced = workspace / "feedback" / student / lesson
-            if produced.is_dir():
-                shutil.copytree(produced, feedback_stage / student / lesson, dirs_exist_ok=True)
-    return [row for notebook in expected[lesson] for row in rows_by_notebook[notebook]]
-
-
-def collect_rows(workspace, student, lesson, notebook, exercises, failure, timeout,
-                 memory_gb) -> list[GradeRow]:
-    if failure:
-        return [GradeRow(student, lesson, e.grade_id, 0.0, e.max_points, failure)
-                for e in exercises]
-    graded = workspace / "autograded" / student / lesson / f"{notebook}.ipynb"
-    reasons = reasons_by_grade_id(nbformat.read(graded, as_version=4), timeout, memory_gb)
-    flags = read_flags(workspace / "verdicts" / student / lesson / f"{notebook}.json")
-    rows = []
-    with Gradebook(f"sqlite:///{workspace / 'gradebook.db'}") as gradebook:
-        for exercise in exercises:
-            if exercise.grade_id not in reasons:
-                rows.append(GradeRow(student, lesson, exercise.grade_id, 0.0, exercise.max_points,
-                                     "test cell deleted from the submission"))
-                continue
-            try:
-                found = gradebook.find_grade(exercise.grade_id, notebook, lesson, student)
-                points = float(found.score)
-            except MissingEntry:
-                points = 0.0
-            status = "ok" if points >= exercise.max_points else (
-                reasons[exercise.grade_id] or "no points")
-            if flags.get(exercise.grade_id):
-                status += "; flagged: " + "; ".join(flags[exercise.grade_id])
-            rows.append(GradeRow(student, lesson, exercise.grade_id, points, exercise.max_points,
-                                 status))
-    return rows
 
 
 # ---------------------------------------------------------------------------------------------

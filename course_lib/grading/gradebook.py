@@ -10,7 +10,11 @@ import tempfile
 from dataclasses import astuple, dataclass, fields
 from pathlib import Path
 
+from course_lib.grading.feedback import install_mathjax
+
 COLUMNS = ("student", "lesson", "exercise", "points", "max_points", "status")
+# A spreadsheet evaluates a cell that begins with one of these (CSV or formula injection).
+FORMULA_STARTS = ("=", "+", "-", "@", "\t", "\r", "|", "%")
 
 
 @dataclass(frozen=True)
@@ -29,8 +33,16 @@ def gradebook_csv(rows: list[GradeRow]) -> str:
     writer.writerow([f.name for f in fields(GradeRow)])
     for row in rows:
         student, lesson, exercise, points, max_points, status = astuple(row)
-        writer.writerow([student, lesson, exercise, f"{points:g}", f"{max_points:g}", status])
+        writer.writerow([inert(student), inert(lesson), inert(exercise), f"{points:g}",
+                         f"{max_points:g}", inert(status)])
     return buffer.getvalue()
+
+
+def inert(text: str) -> str:
+    """``text`` on one line, and never read by a spreadsheet as a formula: control characters
+    become spaces and a leading formula character gets a ``'`` before it (OWASP's advice)."""
+    text = "".join(" " if ord(c) < 32 or ord(c) == 127 else c for c in str(text))
+    return "'" + text if text.lstrip().startswith(FORMULA_STARTS) else text
 
 
 def write_outputs(rows: list[GradeRow], out: Path, feedback_stage: Path) -> None:
@@ -44,6 +56,8 @@ def write_outputs(rows: list[GradeRow], out: Path, feedback_stage: Path) -> None
     staged = Path(tempfile.mkdtemp(prefix=".feedback.", dir=out.parent))
     if feedback_stage.is_dir():
         shutil.copytree(feedback_stage, staged, dirs_exist_ok=True)
+    if any(staged.iterdir()):
+        install_mathjax(staged)
     old = None
     if feedback.exists():
         old = Path(tempfile.mkdtemp(prefix=".feedback-old.", dir=out.parent))

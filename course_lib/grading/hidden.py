@@ -32,6 +32,7 @@ student's function must then raise the same exception class.
 from __future__ import annotations
 
 import contextlib
+import functools
 import io
 import os
 import secrets
@@ -126,7 +127,8 @@ def observe_all(test: HiddenTest, inputs: Any, *, watch: tuple[str, ...] = ()
                 ) -> tuple[dict[str, tuple], list[str]]:
     """Run every observation of ``test`` on ``inputs``: ``({name: record}, reference calls)``.
 
-    A record is ``("value", data)`` or ``("raised", class names from the most specific, text)``.
+    A record is ``("value", data)`` or ``("raised", qualified class names from the most
+    specific, text)``.
     While the functions named in ``watch`` run, calls into ``test.reimplements`` are counted.
     """
     thunks = test.observe(inputs)
@@ -144,7 +146,7 @@ def capture(thunk: Callable[[], Any]) -> tuple:
     try:
         value = thunk()
     except Exception as error:  # noqa: BLE001 - an exception is an observation like any other
-        names = tuple(cls.__name__ for cls in type(error).__mro__
+        names = tuple(f"{cls.__module__}.{cls.__qualname__}" for cls in type(error).__mro__
                       if cls not in (object, BaseException))
         return ("raised", names, _text(error))
     return ("value", encode(value))
@@ -203,43 +205,51 @@ def roundtrip(data: Any) -> Any:
 
 
 class ReferenceSpy:
-    """Counts calls into the re-implemented references while watched functions run.
+    """Notes calls into the re-implemented references while watched functions run.
 
-    The watched functions are wrapped in ``namespace`` for the duration; a profile hook notes
-    every Python frame whose code is a reference's, and every C function of the same name, made
-    between entering and leaving a watched function. Inside the kernel this is advisory (code
-    there can switch it off); the grader's static check does not depend on it.
+    The watched functions are wrapped in ``namespace`` for the duration; a profile hook, set for
+    this thread and for threads started meanwhile, notes every Python frame whose code is a
+    reference's and every C function that is one (by identity; a bound method by its class and
+    name), made between entering and leaving a watched function. Inside the kernel this is
+    advisory (code there can switch it off); the grader's static check does not depend on it.
     """
 
     def __init__(self, reimplements: tuple[str, ...], namespace: dict, watch: tuple[str, ...]):
         self.namespace, self.watch = namespace, [n for n in watch if callable(namespace.get(n))]
-        self.codes, self.builtins = {}, {}
+        self.codes, self.functions, self.methods = {}, {}, {}
         for dotted in reimplements:
             target = resolve(dotted)
             target = getattr(target, "forward", target) if isinstance(target, type) else target
             code = getattr(target, "__code__", None)
             if code is not None:
                 self.codes[code] = dotted
-            elif target is not None:  # C functions are known by name only: list every match
-                name = getattr(target, "__name__", dotted)
-                self.builtins[name] = " or ".join(filter(None, (self.builtins.get(name), dotted)))
+            elif getattr(target, "__objclass__", None) is not None:  # a method descriptor
+                self.methods[(target.__objclass__, target.__name__)] = dotted
+            elif target is not None:
+                self.functions[id(target)] = (target, dotted)
         self.called: set[str] = set()
         self.depth = 0
         self.saved: dict[str, Any] = {}
 
     def __enter__(self):
-        if not (self.codes or self.builtins) or not self.watch:
+        if not (self.codes or self.functions or self.methods) or not self.watch:
             return self
+        import threading
+
         for name in self.watch:
             self.saved[name] = original = self.namespace[name]
             self.namespace[name] = self._watched(original)
         self.previous = sys.getprofile()
         sys.setprofile(self._profile)
+        threading.setprofile(self._profile)
         return self
 
     def __exit__(self, *exc):
         if self.saved:
+            import threading
+
             sys.setprofile(self.previous)
+            threading.setprofile(None)
             self.namespace.update(self.saved)
         return False
 
@@ -257,8 +267,40 @@ class ReferenceSpy:
             return
         if event == "call" and frame.f_code in self.codes:
             self.called.add(self.codes[frame.f_code])
-        elif event == "c_call" and getattr(arg, "__name__", None) in self.builtins:
-            self.called.add(self.builtins[arg.__name__])
+        elif event == "c_call":
+            known = self.functions.get(id(arg))
+            if known is not None and known[0] is arg:
+                self.called.add(known[1])
+                return
+            owner = getattr(arg, "__self__", None)
+            for cls in type(owner).__mro__ if owner is not None else ():
+                dotted = self.methods.get((cls, getattr(arg, "__name__", None)))
+                if dotted is not None:
+                    self.called.add(dotted)
+                    break
+
+
+@functools.lru_cache(maxsize=256)
+def reference_aliases(reimplements: tuple[str, ...]) -> frozenset[str]:
+    """Every name under which the grader finds a re-implemented object: its own last name and
+    the names of every attribute of torch's and course_lib's loaded modules (and of
+    ``torch.Tensor``) that is the same object."""
+    targets = {}
+    for dotted in reimplements:
+        target = resolve(dotted)
+        if target is not None:
+            targets[id(target)] = target
+    names = {dotted.rsplit(".", 1)[-1] for dotted in reimplements}
+    if not targets:
+        return frozenset(names)
+    spaces = [vars(module) for name, module in list(sys.modules.items())
+              if module is not None and name.split(".")[0] in ("torch", "course_lib")]
+    spaces.append(vars(torch.Tensor))
+    for space in spaces:
+        for name, value in list(space.items()):
+            if id(value) in targets and targets[id(value)] is value:
+                names.add(name)
+    return frozenset(names)
 
 
 def resolve(dotted: str) -> Any:

@@ -1,19 +1,60 @@
-"""Executes one notebook inside the grading sandbox: ``python -m course_lib.grading.runner``.
+"""Executes one notebook inside the grading sandbox: ``python -I -m course_lib.grading.runner``.
 
-Protocol: the notebook (JSON) arrives on stdin; ``{"notebook": ..., "error": str | null}`` leaves
-on the original stdout. Before anything runs, the runner moves that stdout to a private file
-descriptor and points fds 1 and 2 at /dev/null, so the kernel (and the submission's code in it)
-cannot write into the result. Cells run with nbgrader's ``Execute`` (per-cell timeout, errors
-recorded, execution continues); if the kernel dies, every cell that did not run gets an error
-output, so it can never count as passed.
+Protocol: the notebook (JSON) arrives on stdin; one JSON object leaves on the original stdout:
+``{"notebook": ..., "error": str | null, "results": {grade_id: base64 bytes}}``.
+
+The runner is the grader's agent inside the sandbox, so the submission must not reach it:
+
+- it starts isolated (``-I``: no current folder on ``sys.path``, no ``PYTHON*`` variables, no
+  user site), so a ``course_lib/``, ``torch.py`` or ``sitecustomize.py`` shipped in the
+  submission is never what it imports;
+- before anything of the submission exists it makes itself non-dumpable, so that the kernel,
+  running as the same user without capabilities, cannot open its ``/proc/<pid>/fd``, ``mem``
+  or ``environ``; it ignores the signals a process may send it, and in the sandbox it is the pid
+  namespace's first process (``bwrap --as-pid-1``), which the kernel cannot kill;
+- it moves its stdout to a private descriptor and points fds 1 and 2 at /dev/null;
+- it copies the staged submission (read-only) into the writable folder, then starts the kernel
+  from a fixed kernel spec (``-I``, the working folder not on ``sys.path``, IPython and Jupyter
+  settings from fresh folders of its own), whatever the notebook's metadata names;
+- when the cells have run it ends every other process of the sandbox and only then collects the
+  hidden tests' results files (regular files, bounded sizes, no links followed).
+
+Cells run with nbgrader's ``Execute`` (per-cell timeout, errors recorded, execution continues);
+if the kernel dies, every cell that did not run gets an error output, so it can never count as
+passed.
 """
 
 from __future__ import annotations
 
 import argparse
+import base64
 import json
 import os
+import shutil
+import signal
+import stat
 import sys
+from pathlib import Path
+
+RESULTS_TOTAL_BYTES = 64 * 2**20
+RESULT_FILE_BYTES = 32 * 2**20
+GRADING_FOLDER = ".grading"  # the hidden tests' inputs/ and results/; COURSE_GRADING_DIR
+GRADER_FOLDER = ".grader"  # the kernel's IPython and Jupyter settings, made fresh by the runner
+KERNEL_NAME = "course-grading"
+
+
+def become_unreachable() -> None:
+    """Non-dumpable (``/proc/<pid>`` closed to same-user processes without CAP_SYS_PTRACE),
+    deaf to the signals a submission could send."""
+    if sys.platform.startswith("linux"):
+        import ctypes
+
+        libc = ctypes.CDLL(None, use_errno=True)
+        pr_set_dumpable = 4
+        if libc.prctl(pr_set_dumpable, 0, 0, 0, 0) != 0:
+            raise OSError(ctypes.get_errno(), "prctl(PR_SET_DUMPABLE, 0) failed")
+    for name in ("SIGINT", "SIGTERM", "SIGHUP", "SIGQUIT", "SIGUSR1", "SIGUSR2", "SIGPIPE"):
+        signal.signal(getattr(signal, name), signal.SIG_IGN)
 
 
 def mark_unexecuted(nb, reason: str) -> None:
@@ -26,7 +67,52 @@ def mark_unexecuted(nb, reason: str) -> None:
                 "error", ename="NotExecuted", evalue=reason, traceback=[f"NotExecuted: {reason}"])]
 
 
-def execute(nb, cell_timeout: int):
+def prepare_folder(source: Path, workdir: Path) -> dict[str, str]:
+    """Copy the staged submission into ``workdir``; make the runner's own folders fresh.
+
+    Returns the environment the kernel gets for its settings.
+    """
+    if source != workdir:
+        shutil.copytree(source, workdir, symlinks=True, dirs_exist_ok=True)
+    grader = workdir / GRADER_FOLDER
+    for path in (grader, workdir / GRADING_FOLDER / "results"):
+        if path.is_symlink() or path.is_file():
+            path.unlink()
+        elif path.exists():
+            shutil.rmtree(path)
+    folders = {name: grader / name for name in ("ipython", "config", "data", "mpl")}
+    for folder in [*folders.values(), workdir / GRADING_FOLDER / "results"]:
+        folder.mkdir(parents=True)
+    for sub in ("tmp", "runtime"):
+        path = workdir / sub
+        if path.is_symlink() or (path.exists() and not path.is_dir()):
+            path.unlink()
+        path.mkdir(exist_ok=True)
+    return {"IPYTHONDIR": str(folders["ipython"]), "JUPYTER_CONFIG_DIR": str(folders["config"]),
+            "JUPYTER_DATA_DIR": str(folders["data"]), "MPLCONFIGDIR": str(folders["mpl"]),
+            "JUPYTER_PATH": "", "JUPYTER_CONFIG_PATH": ""}
+
+
+def kernel_manager_class():
+    """A kernel manager that always starts the grading kernel, isolated, whatever the notebook's
+    metadata or any kernel spec on the path says."""
+    from jupyter_client import AsyncKernelManager
+    from jupyter_client.kernelspec import KernelSpec
+
+    spec = KernelSpec(
+        argv=[sys.executable, "-I", "-m", "course_lib.grading.kernel", "-f",
+              "{connection_file}", "--IPKernelApp.ignore_cwd=True"],
+        display_name="Python (grading)", language="python", resource_dir="")
+
+    class GradingKernelManager(AsyncKernelManager):
+        @property
+        def kernel_spec(self):
+            return spec
+
+    return GradingKernelManager
+
+
+def execute(nb, cell_timeout: int, workdir: Path):
     import nbformat
     from nbconvert.preprocessors import CoalesceStreamsPreprocessor
     from nbgrader.preprocessors import Execute, LimitOutput
@@ -47,11 +133,12 @@ def execute(nb, cell_timeout: int):
 
     config = nbgrader_config()
     config.Execute.timeout = cell_timeout  # config outranks constructor arguments in traitlets
-    executor = TrackingExecute(config=config)
+    config.Execute.kernel_name = KERNEL_NAME
+    executor = TrackingExecute(config=config, kernel_manager_class=kernel_manager_class())
     limiter = LimitOutput(config=config)
     error = None
     try:
-        nb, _ = executor.preprocess(nb, {"metadata": {"path": os.getcwd()}})
+        nb, _ = executor.preprocess(nb, {"metadata": {"path": str(workdir)}})
     except Exception as failure:  # DeadKernelError and friends: keep what ran
         error = f"{type(failure).__name__}: {failure}".strip()
         if executor.running is not None:
@@ -66,9 +153,52 @@ def execute(nb, cell_timeout: int):
     return nb, error
 
 
+def end_other_processes() -> None:
+    """As the pid namespace's first process, end every other process in it (the kernel and
+    whatever it started), so nothing can change the results while they are read."""
+    if os.getpid() == 1:
+        try:
+            os.kill(-1, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+        while True:  # reap: the first process adopts every orphan
+            try:
+                os.waitpid(-1, 0)
+            except ChildProcessError:
+                break
+
+
+def collect_results(workdir: Path, grade_ids: list[str]) -> dict[str, str]:
+    """Each exercise's results file as base64, read without following links, size-capped."""
+    results, total = {}, 0
+    folder = workdir / GRADING_FOLDER / "results"
+    for grade_id in grade_ids:
+        try:
+            handle = os.open(folder / f"{grade_id}.pt", os.O_RDONLY | os.O_NOFOLLOW)
+        except OSError:
+            continue
+        with os.fdopen(handle, "rb") as file:
+            info = os.fstat(file.fileno())
+            if not stat.S_ISREG(info.st_mode) or info.st_size > RESULT_FILE_BYTES \
+                    or total + info.st_size > RESULTS_TOTAL_BYTES:
+                continue
+            data = file.read(RESULT_FILE_BYTES + 1)[:RESULT_FILE_BYTES]
+        total += len(data)
+        results[grade_id] = base64.b64encode(data).decode("ascii")
+    return results
+
+
+def expected_grade_ids(workdir: Path) -> list[str]:
+    inputs = workdir / GRADING_FOLDER / "inputs"
+    return sorted(p.stem for p in inputs.glob("*.pt")) if inputs.is_dir() else []
+
+
 def main() -> int:
+    become_unreachable()
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--timeout", type=int, required=True, help="seconds per cell")
+    parser.add_argument("--source", type=Path, required=True, help="the staged submission")
+    parser.add_argument("--workdir", type=Path, required=True, help="the writable folder")
     args = parser.parse_args()
 
     result = os.fdopen(os.dup(1), "w", encoding="utf-8")
@@ -80,12 +210,17 @@ def main() -> int:
     import nbformat
 
     nb = nbformat.reads(sys.stdin.buffer.read().decode("utf-8"), as_version=4)
+    workdir = args.workdir
     try:
-        nb, error = execute(nb, args.timeout)
+        os.environ.update(prepare_folder(args.source, workdir))
+        os.chdir(workdir)
+        nb, error = execute(nb, args.timeout, workdir)
     except Exception as failure:  # anything else: report, never hang
         error = f"{type(failure).__name__}: {failure}"
         mark_unexecuted(nb, error[:200])
-    json.dump({"notebook": nb, "error": error}, result)
+    end_other_processes()
+    results = collect_results(workdir, expected_grade_ids(workdir))
+    json.dump({"notebook": nb, "error": error, "results": results}, result)
     result.close()
     return 0
 

@@ -1,25 +1,35 @@
 """Run a submission's notebook isolated, with bubblewrap (``bwrap``).
 
 The sandbox sees, read-only, only what Python needs: the system's libraries, the Python
-installation, the grading environment (``sys.prefix``) and ``course_lib``. The one writable
-place is a temporary copy of the submission's own folder, mounted at ``/submission`` (also
-HOME and TMPDIR). Everything else is absent: ``solutions/`` with the hidden tests, the grading
-workspace and its database, other students' work, the gradebook. ``--unshare-all`` removes the
-network (loopback stays, for the kernel). Memory (address space) and file sizes are capped with
-rlimits; cells time out one by one and the whole run has a deadline.
+installation, the grading environment (``sys.prefix``), ``course_lib`` and the grader's staged
+copy of the submission's folder (at ``/course-staged``). The one writable place is an in-memory
+file system of capped size at ``/submission`` (also HOME and TMPDIR), into which the runner
+copies the staged folder; ``/dev/shm`` is capped the same way, so nothing a submission writes
+reaches the grader's disk. Everything else is absent: ``solutions/`` with the hidden tests, the
+grading workspace and its database, other students' work, the gradebook. ``--unshare-all``
+removes the network (loopback stays, for the kernel) and gives the sandbox its own pid
+namespace, whose first process is the runner (``--as-pid-1``); ``--cap-drop ALL`` leaves the
+sandbox no capability, so the kernel cannot read the runner's ``/proc`` entries.
+
+Memory and processes are limited for the whole sandbox (:mod:`course_lib.grading.budget`), the
+runner's answer is read with a hard size limit, and the whole run has one deadline.
 
 Without bwrap, untrusted code runs only when the caller passes ``unsafe=True``.
 """
 
 from __future__ import annotations
 
+import base64
 import functools
 import json
 import os
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
+import threading
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import nbformat
@@ -27,16 +37,21 @@ from nbgrader.preprocessors import NbGraderPreprocessor
 from traitlets import Bool, Float, Integer, Unicode
 
 import course_lib
+from course_lib.grading import budget as budgets
 from course_lib.grading.config import DEFAULT_CELL_TIMEOUT_S, DEFAULT_MEMORY_GB
 from course_lib.grading.hidden import GRADING_DIR_VARIABLE
-from course_lib.grading.trusted import GRADING_FOLDER, grade_notebook, write_verdicts
+from course_lib.grading.runner import GRADING_FOLDER
+from course_lib.grading.trusted import grade_notebook, write_verdicts
 
 MOUNT_POINT = "/submission"
+STAGED_MOUNT = "/course-staged"
+SHM_BYTES = 64 * 2**20
 SYSTEM_DIRS = ("/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32")
 SYSTEM_FILES = ("/etc/ld.so.cache", "/etc/ld.so.conf", "/etc/ld.so.conf.d", "/etc/localtime",
                 "/etc/passwd", "/etc/group", "/etc/nsswitch.conf", "/etc/hosts",
                 "/etc/ssl", "/etc/alternatives", "/etc/fonts", "/etc/matplotlibrc")
-MAX_FILE_BYTES = 256 * 2**20
+MAX_ANSWER_BYTES = 96 * 2**20  # the runner's answer: the notebook's outputs and the results
+MAX_LOG_BYTES = 64 * 2**10
 
 
 class SandboxUnavailable(RuntimeError):
@@ -48,8 +63,8 @@ def sandbox_available() -> bool:
     """True when ``bwrap`` exists and can create namespaces here."""
     if shutil.which("bwrap") is None:
         return False
-    probe = subprocess.run(["bwrap", "--unshare-all", "--ro-bind", "/", "/", "true"],
-                           capture_output=True, timeout=30)
+    probe = subprocess.run(["bwrap", "--unshare-all", "--cap-drop", "ALL", "--as-pid-1",
+                            "--ro-bind", "/", "/", "true"], capture_output=True, timeout=30)
     return probe.returncode == 0
 
 
@@ -64,12 +79,15 @@ def readable_paths() -> list[str]:
     return list(dict.fromkeys(paths))
 
 
-def bwrap_command(workdir: Path) -> list[str]:
-    command = ["bwrap", "--unshare-all", "--die-with-parent", "--new-session",
-               "--proc", "/proc", "--dev", "/dev"]
+def bwrap_command(staged: Path, disk_bytes: int) -> list[str]:
+    command = ["bwrap", "--unshare-all", "--cap-drop", "ALL", "--as-pid-1", "--die-with-parent",
+               "--new-session", "--proc", "/proc", "--dev", "/dev",
+               "--size", str(SHM_BYTES), "--tmpfs", "/dev/shm"]
     for path in readable_paths():
         command += ["--ro-bind", path, path]
-    command += ["--bind", str(workdir), MOUNT_POINT, "--remount-ro", "/", "--chdir", MOUNT_POINT]
+    command += ["--ro-bind", str(staged), STAGED_MOUNT,
+                "--size", str(disk_bytes), "--tmpfs", MOUNT_POINT,
+                "--remount-ro", "/", "--chdir", MOUNT_POINT]
     return command
 
 
@@ -97,14 +115,6 @@ def sandbox_environment(home: str, threads: int | None = None) -> dict[str, str]
     }
 
 
-def _limit_resources(memory_bytes: int) -> None:  # runs in the child, before exec
-    import resource
-
-    resource.setrlimit(resource.RLIMIT_AS, (memory_bytes, memory_bytes))
-    resource.setrlimit(resource.RLIMIT_FSIZE, (MAX_FILE_BYTES, MAX_FILE_BYTES))
-    resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
-
-
 def failed_notebook(nb, reason: str):
     """``nb`` with every code cell given an error output: nothing in it can pass."""
     nb = nbformat.from_dict(json.loads(json.dumps(nb)))  # a copy
@@ -115,14 +125,91 @@ def failed_notebook(nb, reason: str):
     return nb
 
 
-def execute_isolated(nb, workdir: Path, *, cell_timeout: int = DEFAULT_CELL_TIMEOUT_S,
+@dataclass
+class Returned:
+    """What came back from one sandbox run: the executed notebook, each exercise's results
+    file (bytes, unparsed), and whether the memory budget killed a process."""
+
+    notebook: nbformat.NotebookNode
+    results: dict[str, bytes] = field(default_factory=dict)
+    out_of_memory: bool = False
+
+
+@dataclass
+class Finished:
+    returncode: int | None
+    stdout: bytes
+    stderr: bytes
+    overflow: bool = False
+    timed_out: bool = False
+
+
+def run_bounded(command: list[str], stdin: bytes, *, timeout: float, max_stdout: int,
+                preexec_fn=None, **popen) -> Finished:
+    """Run ``command``; keep at most ``max_stdout`` bytes of stdout (more ends the run) and
+    ``MAX_LOG_BYTES`` of stderr, so the caller's memory is bounded whatever the child writes."""
+    process = subprocess.Popen(command, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                               stderr=subprocess.PIPE, preexec_fn=preexec_fn,  # noqa: PLW1509
+                               start_new_session=True, **popen)
+    kept = {"out": bytearray(), "err": bytearray()}
+    overflow = threading.Event()
+
+    def drain(stream, name, limit, stop_when_full):
+        while chunk := stream.read(1 << 16):
+            room = limit - len(kept[name])
+            kept[name] += chunk[:max(room, 0)]
+            if len(chunk) > room and stop_when_full:
+                overflow.set()
+                _kill(process)
+        stream.close()
+
+    def feed():
+        try:
+            process.stdin.write(stdin)
+        except (BrokenPipeError, OSError):
+            pass
+        finally:
+            try:
+                process.stdin.close()
+            except OSError:
+                pass
+
+    threads = [threading.Thread(target=drain, args=(process.stdout, "out", max_stdout, True)),
+               threading.Thread(target=drain, args=(process.stderr, "err", MAX_LOG_BYTES, False)),
+               threading.Thread(target=feed)]
+    for thread in threads:
+        thread.daemon = True
+        thread.start()
+    timed_out = False
+    try:
+        process.wait(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        timed_out = True
+        _kill(process)
+        process.wait()
+    for thread in threads:
+        thread.join(timeout=10)
+    return Finished(process.returncode, bytes(kept["out"]), bytes(kept["err"]),
+                    overflow.is_set(), timed_out)
+
+
+def _kill(process: subprocess.Popen) -> None:
+    try:
+        os.killpg(process.pid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        pass
+
+
+def execute_isolated(nb, staged: Path, *, cell_timeout: int = DEFAULT_CELL_TIMEOUT_S,
                      memory_gb: float = DEFAULT_MEMORY_GB, unsafe: bool = False,
-                     threads: int | None = None):
-    """Execute ``nb`` with ``workdir`` as its (writable) folder; return the executed notebook.
+                     threads: int | None = None, deadline: float | None = None) -> Returned:
+    """Execute ``nb`` on a copy of the ``staged`` folder; return what came back.
 
     With bwrap, the notebook runs in the sandbox; without it, only if ``unsafe`` (a plain
-    subprocess with the same limits). The notebook never lands in ``workdir``: the runner gets
-    it on stdin, so code under test cannot read the hidden tests from disk.
+    subprocess with the same limits, in a scratch copy of ``staged``). The notebook never lands
+    in the sandbox's folder: the runner gets it on stdin, so code under test cannot read the
+    hidden tests from disk. ``deadline`` (seconds for the whole run) defaults to the cell
+    timeout for every code cell of ``nb``.
     """
     isolated = sandbox_available()
     if not isolated and not unsafe:
@@ -130,46 +217,51 @@ def execute_isolated(nb, workdir: Path, *, cell_timeout: int = DEFAULT_CELL_TIME
             "bubblewrap (bwrap) is not available, so submissions cannot be isolated; install it "
             "(Debian/Ubuntu: apt-get install bubblewrap) or pass --unsafe to run untrusted code "
             "without a sandbox")
-    workdir = Path(workdir).resolve()
-    home = MOUNT_POINT if isolated else str(workdir)
-    for sub in ("tmp", "runtime"):
-        (workdir / sub).mkdir(exist_ok=True)
-    runner = [sys.executable, "-m", "course_lib.grading.runner", "--timeout", str(cell_timeout)]
-    command = bwrap_command(workdir) + runner if isolated else runner
-    code_cells = sum(cell.cell_type == "code" for cell in nb.cells)
-    deadline = code_cells * (cell_timeout + 10) + 120
-    memory_bytes = int(memory_gb * 2**30)
-    try:
-        done = subprocess.run(
-            command, input=nbformat.writes(nb).encode("utf-8"), capture_output=True,
-            timeout=deadline, cwd=workdir, env=sandbox_environment(home, threads),
-            preexec_fn=lambda: _limit_resources(memory_bytes),  # noqa: PLW1509 - no threads here
-        )
-    except subprocess.TimeoutExpired:
-        return failed_notebook(nb, f"the whole notebook ran past its {deadline} s deadline")
-    try:
-        result = json.loads(done.stdout.decode("utf-8"))
-        executed = nbformat.from_dict(result["notebook"])
-    except (ValueError, KeyError, UnicodeDecodeError):
-        reason = (done.stderr.decode("utf-8", "replace").strip().splitlines() or ["no output"])[-1]
-        return failed_notebook(nb, f"the grading sandbox failed (exit {done.returncode}): "
-                                   f"{reason[:300]}")
-    return executed
+    staged = Path(staged).resolve()
+    deadline = deadline if deadline is not None else budgets.notebook_deadline(nb, cell_timeout)
+    budget = budgets.Budget(memory_bytes=int(memory_gb * 2**30), deadline_s=deadline)
+    with tempfile.TemporaryDirectory(prefix="course-run-") as scratch:
+        if isolated:
+            home, source = MOUNT_POINT, STAGED_MOUNT
+            prefix = bwrap_command(staged, budget.disk_bytes)
+        else:
+            home, source, prefix = str(Path(scratch) / "submission"), str(staged), []
+        runner = [sys.executable, "-I", "-m", "course_lib.grading.runner",
+                  "--timeout", str(cell_timeout), "--source", source, "--workdir", home]
+        with budgets.confinement(budget) as group:
+            finished = run_bounded(
+                prefix + runner, nbformat.writes(nb).encode("utf-8"), timeout=deadline,
+                max_stdout=MAX_ANSWER_BYTES, cwd=scratch,
+                env=sandbox_environment(home, threads),
+                preexec_fn=lambda: budgets.limit_process(budget, group))
+            out_of_memory = group is not None and group.out_of_memory_kills() > 0
+    return read_answer(nb, finished, deadline, out_of_memory)
 
 
-def copy_without_notebooks(source: Path, target: Path) -> Path:
-    """Copy a submission folder's plain files (no notebooks, no links) into ``target``."""
-    target.mkdir(parents=True, exist_ok=True)
-    for path in source.rglob("*"):
-        relative = path.relative_to(source)
-        if path.is_symlink() or path.suffix == ".ipynb" or ".ipynb_checkpoints" in relative.parts:
-            continue
-        if path.is_dir():
-            (target / relative).mkdir(parents=True, exist_ok=True)
-        elif path.is_file():
-            (target / relative).parent.mkdir(parents=True, exist_ok=True)
-            shutil.copyfile(path, target / relative)
-    return target
+def read_answer(nb, finished: Finished, deadline: float, out_of_memory: bool) -> Returned:
+    """The runner's answer, checked: a notebook and base64 results, or a failed notebook."""
+    if finished.timed_out:
+        return Returned(failed_notebook(nb, f"the whole notebook ran past its {deadline:g} s "
+                                            f"deadline"), out_of_memory=out_of_memory)
+    if finished.overflow:
+        return Returned(failed_notebook(nb, f"the sandbox answered with more than "
+                                            f"{MAX_ANSWER_BYTES >> 20} MiB"))
+    try:
+        answer = json.loads(finished.stdout.decode("utf-8"))
+        if not isinstance(answer.get("notebook"), dict):
+            raise ValueError("the answer holds no notebook")
+        executed = nbformat.from_dict(answer["notebook"])
+        results = {str(k): base64.b64decode(v, validate=True)
+                   for k, v in dict(answer.get("results") or {}).items()}
+    except (ValueError, KeyError, TypeError, UnicodeDecodeError, AttributeError):
+        reason = (finished.stderr.decode("utf-8", "replace").strip().splitlines()
+                  or ["no output"])[-1]
+        if out_of_memory:
+            reason = "out of memory"
+        return Returned(failed_notebook(nb, f"the grading sandbox failed (exit "
+                                            f"{finished.returncode}): {reason[:300]}"),
+                        out_of_memory=out_of_memory)
+    return Returned(executed, results, out_of_memory)
 
 
 class SandboxedExecute(NbGraderPreprocessor):
@@ -177,7 +269,7 @@ class SandboxedExecute(NbGraderPreprocessor):
     with every exercise's verdict decided outside it (:func:`grade_notebook`)."""
 
     timeout = Integer(DEFAULT_CELL_TIMEOUT_S, help="seconds each cell may run").tag(config=True)
-    memory_gb = Float(DEFAULT_MEMORY_GB, help="address-space limit of the run").tag(config=True)
+    memory_gb = Float(DEFAULT_MEMORY_GB, help="memory limit of the run").tag(config=True)
     unsafe = Bool(False, help="run without a sandbox when bwrap is missing").tag(config=True)
     threads = Integer(None, allow_none=True,
                       help="math-library threads of the kernel (None: the libraries' default)"
@@ -188,21 +280,29 @@ class SandboxedExecute(NbGraderPreprocessor):
                   ).tag(config=True)
     verdict_root = Unicode(help="where each notebook's verdicts and flags are written"
                            ).tag(config=True)
+    files_root = Unicode(help="the staged files of each submission, by student and lesson"
+                         ).tag(config=True)
 
     def preprocess(self, nb, resources):
         names = tuple(resources["nbgrader"][k] for k in ("student", "assignment", "notebook"))
         student, lesson, notebook = names
-        folder = Path(resources["metadata"]["path"])
+        source = Path(self.source_root) / lesson / f"{notebook}.ipynb"
+        deadline = budgets.source_deadline(source, self.timeout)
 
-        def execute(notebook_to_run, workdir):
-            return execute_isolated(notebook_to_run, workdir, cell_timeout=self.timeout,
+        def execute(notebook_to_run, staged):
+            return execute_isolated(notebook_to_run, staged, cell_timeout=self.timeout,
                                     memory_gb=self.memory_gb, unsafe=self.unsafe,
-                                    threads=self.threads)
+                                    threads=self.threads, deadline=deadline)
 
-        with tempfile.TemporaryDirectory(prefix="course-sandbox-") as scratch:
-            workdir = copy_without_notebooks(folder, Path(scratch) / "submission")
+        with tempfile.TemporaryDirectory(prefix="course-stage-") as scratch:
+            staged = Path(scratch) / "submission"
+            files = Path(self.files_root) / student / lesson
+            if files.is_dir():
+                shutil.copytree(files, staged, symlinks=True)
+            else:
+                staged.mkdir()
             executed, verdicts = grade_notebook(
-                nb, workdir, source=Path(self.source_root) / lesson / f"{notebook}.ipynb",
-                key=bytes.fromhex(self.key), names=names, execute=execute)
+                nb, staged, source=source, key=bytes.fromhex(self.key), names=names,
+                execute=execute)
         write_verdicts(Path(self.verdict_root) / student / lesson / f"{notebook}.json", verdicts)
         return executed, resources

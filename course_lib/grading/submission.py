@@ -1,13 +1,100 @@
-"""Reading a submitted notebook before anything runs, and turning an autograded notebook's
-error outputs into the reasons a student reads."""
+"""Reading a submission before anything runs, and turning an autograded notebook's error
+outputs into the reasons a student reads.
+
+A submission is only what is in its folder: a link anywhere in it (the lesson folder itself
+included) is refused, as is anything that is not a plain file or folder, and what is copied for
+the sandbox is capped in bytes (by each file's apparent size, so a sparse file is refused,
+never expanded), in files and in depth.
+"""
 
 from __future__ import annotations
 
+import os
+import shutil
+import stat
 from pathlib import Path
 
 import nbformat
 
+from course_lib.grading.verdict import short_name
+
 MAX_NOTEBOOK_BYTES = 20 * 2**20
+MAX_FILES_BYTES = 64 * 2**20  # the other files of one lesson folder, together
+MAX_FILES = 500
+MAX_DEPTH = 8
+SKIPPED = (".ipynb_checkpoints",)
+
+
+class Refused(Exception):
+    """The submission folder cannot be graded as it is; the message says why."""
+
+
+def plain_files(folder: Path) -> list[tuple[Path, int]]:
+    """The files of a submission folder to copy for the sandbox (relative path, size): every
+    plain file except notebooks. Raises :class:`Refused` for a link, a special file, or a folder
+    over the caps; never follows a link and never reads a file."""
+    if folder.is_symlink():
+        raise Refused("the lesson folder is a symbolic link")
+    found, total, pending = [], 0, [(folder, 0)]
+    try:
+        while pending:
+            current, depth = pending.pop()
+            with os.scandir(current) as entries:
+                for entry in sorted(entries, key=lambda e: e.name):
+                    path = Path(entry.path)
+                    relative = path.relative_to(folder)
+                    mode = entry.stat(follow_symlinks=False).st_mode
+                    if stat.S_ISLNK(mode):
+                        raise Refused(f"{_shown(relative)} is a symbolic link")
+                    if entry.name in SKIPPED:
+                        continue
+                    if stat.S_ISDIR(mode):
+                        if depth + 1 >= MAX_DEPTH:
+                            raise Refused(f"folders are nested more than {MAX_DEPTH} deep")
+                        pending.append((path, depth + 1))
+                    elif not stat.S_ISREG(mode):
+                        raise Refused(f"{_shown(relative)} is not a plain file")
+                    elif entry.name.endswith(".ipynb"):
+                        continue
+                    else:
+                        size = entry.stat(follow_symlinks=False).st_size
+                        total += size
+                        found.append((relative, size))
+                        if len(found) > MAX_FILES:
+                            raise Refused(f"more than {MAX_FILES} files")
+                        if total > MAX_FILES_BYTES:
+                            raise Refused(f"its files hold more than {MAX_FILES_BYTES >> 20} MiB")
+    except OSError as error:
+        raise Refused(f"the folder could not be read ({type(error).__name__}: "
+                      f"{error.strerror or error})") from error
+    return found
+
+
+def stage_files(folder: Path, target: Path) -> Path:
+    """Copy :func:`plain_files` of ``folder`` into ``target`` (made fresh), each file read through
+    a descriptor that follows no link, and never more bytes than were counted."""
+    files = plain_files(folder)
+    if target.exists():
+        shutil.rmtree(target)
+    target.mkdir(parents=True)
+    try:
+        for relative, size in files:
+            destination = target / relative
+            destination.parent.mkdir(parents=True, exist_ok=True)
+            handle = os.open(folder / relative, os.O_RDONLY | os.O_NOFOLLOW)
+            with os.fdopen(handle, "rb") as source, open(destination, "wb") as copy:
+                if not stat.S_ISREG(os.fstat(source.fileno()).st_mode):
+                    raise Refused(f"{_shown(relative)} is not a plain file")
+                copy.write(source.read(size))
+    except OSError as error:
+        raise Refused(f"the folder could not be copied ({type(error).__name__}: "
+                      f"{error.strerror or error})") from error
+    return target
+
+
+def _shown(relative: Path) -> str:
+    text = str(relative)
+    return repr(text if len(text) <= 60 else "…" + text[-59:])
 
 
 def read_submission(path: Path) -> tuple[nbformat.NotebookNode | None, str]:
@@ -48,7 +135,14 @@ def explain_error(output, timeout: int, memory_gb: float) -> str:
         return f"syntax error in the code: {value}"
     if name in ("NotExecuted", "SandboxError", "KernelDied"):
         return f"not run: {value}"
-    return f"{name}: {value}" if value else name
+    if name == "WrongAnswer":
+        return f"wrong answer: {value}"
+    if name == "NoResults":
+        return f"no result: {value}"
+    if name == "Tampered":
+        return f"tampered: {value}"
+    shown = short_name(name)
+    return f"raised {shown}: {value}" if value else f"raised {shown}"
 
 
 def reasons_by_grade_id(nb, timeout: int, memory_gb: float) -> dict[str, str]:

@@ -1,26 +1,36 @@
-"""One notebook graded with trusted verdicts: inputs in, data out, judged here.
+"""One notebook graded with trusted verdicts: inputs in, observations out, judged here.
 
 :func:`grade_notebook` is the step between nbgrader restoring a submission's test cells and
-nbgrader scoring them: it writes each exercise's secret inputs into the sandbox's folder, runs
-the notebook there, judges what came back (:mod:`course_lib.grading.verdict`), and rewrites each
-test cell's outputs so that nbgrader's scoring (an error output means zero) says exactly what the
-verdict says: a passing exercise loses any error the kernel printed, a failing one gains the
-verdict's error, and no test cell keeps an ``execute_result`` (nbgrader would read it as partial
-credit that the kernel chose).
+nbgrader scoring them. It writes each exercise's secret inputs into the staged folder, sends the
+notebook into the sandbox, and trusts nothing of what comes back but observations:
+
+- the returned cells are matched to the grader's own copy of what it sent, by cell id (ids the
+  grader gave them); only their outputs are copied back, so sources, metadata and points are
+  the grader's. Missing, extra or altered cells mark the notebook tampered: every exercise of
+  it fails, flagged;
+- each exercise's results file is parsed here (:func:`course_lib.grading.verdict.parse_results`)
+  and judged against the solution's observations (:func:`course_lib.grading.verdict.judge`);
+- each test cell's outputs are rewritten so that nbgrader's scoring (an error output means
+  zero) says exactly what the verdict says: a passing exercise loses any error the kernel
+  printed, a failing one gains the verdict's error, and no test cell keeps an
+  ``execute_result`` (nbgrader would read it as partial credit that the kernel chose).
 """
 
 from __future__ import annotations
 
+import copy
 import json
-import os
 import shutil
 from collections.abc import Callable
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import nbformat
 import torch
 
 from course_lib.grading import hidden
+from course_lib.grading.runner import GRADING_FOLDER
+from course_lib.grading.static_check import static_flags
 from course_lib.grading.verdict import (
     Reference,
     UnusableResults,
@@ -30,42 +40,52 @@ from course_lib.grading.verdict import (
     is_test_cell,
     judge,
     load_reference,
-    read_results,
+    parse_results,
     seed_for,
-    static_flags,
 )
 
-GRADING_FOLDER = ".grading"  # inside the sandbox's writable folder; COURSE_GRADING_DIR points here
+OUTPUT_TYPES = ("stream", "display_data", "execute_result", "error")
 
 
-def grade_notebook(nb, workdir: Path, *, source: Path, key: bytes, names: tuple[str, str, str],
-                   execute: Callable) -> tuple[nbformat.NotebookNode, dict[str, Verdict]]:
-    """Run ``nb`` with ``execute(nb, workdir)`` and judge it against the source notebook.
+def grade_notebook(nb, staged: Path, *, source: Path, key: bytes, names: tuple[str, str, str],
+                   execute: Callable) -> tuple[nbformat.NotebookNode, NotebookVerdicts]:
+    """Run ``nb`` with ``execute(nb, staged)`` and judge it against the source notebook.
 
-    ``names`` = (student, lesson, notebook) seeds the inputs together with ``key``.
+    ``execute`` returns a :class:`course_lib.grading.sandbox.Returned`. ``names`` = (student,
+    lesson, notebook) seeds the inputs together with ``key``.
     """
     reference = load_reference(source)
-    folder = fresh_folder(Path(workdir) / GRADING_FOLDER)
+    folder = fresh_folder(Path(staged) / GRADING_FOLDER)
     inputs = write_inputs(reference, folder, key, names)
-    executed = execute(nb, workdir)
-    verdicts = {}
+    sent = with_grader_ids(nb)
+    returned = execute(sent, staged)
+    executed, tampering = merge_outputs(sent, returned.notebook)
+    verdicts = NotebookVerdicts(out_of_memory=returned.out_of_memory, tampered=tampering)
     for cell in executed.cells:
         grade_id = cell.metadata.get("nbgrader", {}).get("grade_id")
-        if not is_test_cell(cell) or grade_id not in reference.tests or grade_id in verdicts:
+        if not is_test_cell(cell) or grade_id not in reference.tests \
+                or grade_id in verdicts.exercises:
             continue
         test = reference.tests[grade_id]
-        try:
-            results = read_results_inside(folder, grade_id)
-        except UnusableResults:
-            results = None
-        failed = any(o.get("output_type") == "error" for o in cell.get("outputs", []))
-        verdict = judge(test, expected_records(test, inputs[grade_id]), results, failed)
-        called = results["reference_calls"] if results else []
-        verdict.flags = static_flags(nb, grade_id, test.reimplements) + [
-            f"called {name} while graded" for name in called if isinstance(name, str)
-            and set(name.split(" or ")) <= set(test.reimplements)]
-        verdicts[grade_id] = verdict
-    apply_verdicts(executed, verdicts)
+        expected = expected_records(test, inputs[grade_id])
+        if tampering:
+            verdict = Verdict(False, len(expected), ("Tampered", tampering))
+        else:
+            try:
+                results = parse_results(returned.results[grade_id])
+            except (KeyError, UnusableResults):
+                results = None
+            failed = any(o.get("output_type") == "error" for o in cell.get("outputs", []))
+            verdict = judge(test, expected, results, failed)
+            called = results["reference_calls"] if results else []
+            verdict.flags += [f"called {name} while graded" for name in called
+                              if isinstance(name, str)
+                              and set(name.split(" or ")) <= set(test.reimplements)]
+        found = static_flags(nb, grade_id, test.reimplements)
+        verdict.flags = found.flags + verdict.flags
+        verdict.withheld = found.withheld
+        verdicts.exercises[grade_id] = verdict
+    apply_verdicts(executed, verdicts.exercises)
     return executed, verdicts
 
 
@@ -91,23 +111,72 @@ def write_inputs(reference: Reference, folder: Path, key: bytes,
     return inputs
 
 
-def read_results_inside(folder: Path, grade_id: str) -> dict:
-    """Read ``results/<grade_id>.pt`` below ``folder``, following no link the sandbox may have
-    put in the way (``O_NOFOLLOW`` on every step; ``O_DIRECTORY`` for the folders)."""
-    result = hidden.results_file(Path(folder), grade_id)
-    opened = []
-    try:
-        for path in (result.parent.parent, result.parent):
-            opened.append(os.open(path.name if opened else path,
-                                  os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW,
-                                  dir_fd=opened[-1] if opened else None))
-    except OSError as error:
-        raise UnusableResults("no results came back") from error
-    else:
-        return read_results(result.name, dir_fd=opened[-1])
-    finally:
-        for handle in opened:
-            os.close(handle)
+# ---------------------------------------------------------------------------------------------
+# What came back
+
+
+def with_grader_ids(nb) -> nbformat.NotebookNode:
+    """A copy of ``nb`` whose cells carry ids the grader chose (unique, in order)."""
+    sent = copy.deepcopy(nb)
+    sent.nbformat, sent.nbformat_minor = 4, max(5, int(sent.get("nbformat_minor", 0)))
+    for index, cell in enumerate(sent.cells):
+        cell["id"] = f"graded-{index}"
+    return sent
+
+
+def merge_outputs(sent, returned) -> tuple[nbformat.NotebookNode, str]:
+    """``sent`` with the outputs of the matching returned cells, and what was wrong ('' if
+    nothing): a cell that was not sent, sent once and returned twice, missing, or altered."""
+    merged = copy.deepcopy(sent)
+    mine = {cell["id"]: cell for cell in merged.cells}
+    problems, seen = [], set()
+    cells = returned.get("cells") if isinstance(returned, dict) else None
+    if not isinstance(cells, list):
+        return merged, "no cells came back"
+    for cell in cells:
+        cell_id = cell.get("id") if isinstance(cell, dict) else None
+        if cell_id not in mine or cell_id in seen:
+            problems.append(f"a cell came back that was not sent ({str(cell_id)[:40]!r})")
+            continue
+        seen.add(cell_id)
+        ours = mine[cell_id]
+        if cell.get("cell_type") != ours.cell_type or cell.get("source") != ours.source:
+            problems.append(f"cell {cell_id} came back altered")
+            continue
+        if ours.cell_type == "code":
+            outputs = cell.get("outputs", [])
+            if not _plain_outputs(outputs):
+                problems.append(f"cell {cell_id} came back with malformed outputs")
+                continue
+            ours.outputs = [nbformat.from_dict(o) for o in outputs]
+            count = cell.get("execution_count")
+            ours.execution_count = count if isinstance(count, int) \
+                and not isinstance(count, bool) else None
+    problems += [f"cell {cell_id} did not come back" for cell_id in mine if cell_id not in seen]
+    if not problems:
+        try:
+            nbformat.validate(merged)
+        except Exception as error:  # noqa: BLE001 - any schema error means the same
+            problems.append(f"the outputs are not valid ({type(error).__name__})")
+    return merged, "; ".join(problems[:3]) + ("; …" if len(problems) > 3 else "")
+
+
+def _plain_outputs(outputs) -> bool:
+    return isinstance(outputs, list) and all(
+        isinstance(o, dict) and o.get("output_type") in OUTPUT_TYPES for o in outputs)
+
+
+# ---------------------------------------------------------------------------------------------
+# Verdicts into the notebook, and beside it for the gradebook
+
+
+@dataclass
+class NotebookVerdicts:
+    """Every exercise's verdict in one notebook, and what the run as a whole showed."""
+
+    exercises: dict[str, Verdict] = field(default_factory=dict)
+    out_of_memory: bool = False
+    tampered: str = ""
 
 
 def apply_verdicts(nb, verdicts: dict[str, Verdict]) -> None:
@@ -127,10 +196,11 @@ def apply_verdicts(nb, verdicts: dict[str, Verdict]) -> None:
             ename, evalue = verdict.error
             outputs.append(nbformat.v4.new_output("error", ename=ename, evalue=evalue,
                                                   traceback=[f"{ename}: {evalue}"]))
-        if verdict.flags:
+        if verdict.flags or verdict.withheld:
             outputs.append(nbformat.v4.new_output(
                 "stream", name="stdout",
-                text="⚑ flagged for the instructor: " + "; ".join(verdict.flags) + "\n"))
+                text="⚑ flagged for the instructor: "
+                     + "; ".join(verdict.withheld + verdict.flags) + "\n"))
         cell.outputs = outputs
 
 
@@ -141,14 +211,20 @@ def _as_stdout(output):
     return output
 
 
-def write_verdicts(path: Path, verdicts: dict[str, Verdict]) -> None:
-    """The flags of each exercise, for the gradebook's status column."""
+def write_verdicts(path: Path, verdicts: NotebookVerdicts) -> None:
+    """Each exercise's verdict and flags, for the gradebook."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps({g: {"passed": v.passed, "flags": v.flags}
-                                for g, v in verdicts.items()}, indent=1))
+    path.write_text(json.dumps({
+        "out_of_memory": verdicts.out_of_memory, "tampered": verdicts.tampered,
+        "exercises": {g: {"passed": v.passed, "flags": v.flags, "withheld": v.withheld}
+                      for g, v in verdicts.exercises.items()}}, indent=1))
 
 
-def read_flags(path: Path) -> dict[str, list[str]]:
+def read_verdicts(path: Path) -> NotebookVerdicts:
+    """What :func:`write_verdicts` wrote; no verdicts where the notebook never got that far."""
     if not path.is_file():
-        return {}
-    return {g: record["flags"] for g, record in json.loads(path.read_text()).items()}
+        return NotebookVerdicts()
+    data = json.loads(path.read_text())
+    return NotebookVerdicts(
+        {g: Verdict(r["passed"], flags=r["flags"], withheld=r["withheld"])
+         for g, r in data["exercises"].items()}, data["out_of_memory"], data["tampered"])

@@ -10,7 +10,7 @@ For each exercise the grader
 4. makes the same observations itself with the instructor's solution (:class:`Reference`,
    built by running the source notebook in this process) and compares (:func:`compare`);
 5. looks at the student's code for calls into what the exercise re-implements
-   (:func:`static_flags`).
+   (:func:`course_lib.grading.static_check.static_flags`).
 
 Nothing the submission's kernel does can change a verdict: it only supplies data, and data
 passes only when it agrees with what this process computed from inputs the kernel never chose.
@@ -25,7 +25,8 @@ import hmac
 import io
 import math
 import os
-import stat
+import re
+import sys
 import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -39,32 +40,12 @@ from course_lib.grading.hidden import HiddenTest, HiddenTestError
 
 MAX_RESULT_BYTES = 32 * 2**20
 HIDDEN_BEGIN, HIDDEN_END = "### BEGIN HIDDEN TESTS", "### END HIDDEN TESTS"
-# Constructs that run code chosen at run time: they can hide a call from the static check.
-DYNAMIC_CODE = ("exec", "eval", "compile", "__import__", "get_ipython", "importlib")
-ALLOWED_COURSE_IMPORT = "course_lib.grading.checks"
+QUALIFIED_NAME = re.compile(r"[A-Za-z_][\w]*(\.[A-Za-z_][\w]*)+")
 
 
 def is_test_cell(cell) -> bool:
     meta = cell.metadata.get("nbgrader", {})
     return cell.cell_type == "code" and bool(meta.get("grade")) and not meta.get("solution")
-
-
-def is_student_code(cell) -> bool:
-    """Cells a student may write: solution cells and cells without nbgrader metadata."""
-    meta = cell.metadata.get("nbgrader", {})
-    return cell.cell_type == "code" and (meta.get("solution") or not meta)
-
-
-def exercise_regions(nb) -> dict[str, list[int]]:
-    """For each test cell's grade_id, the indices of the student code cells since the last one."""
-    regions, pending = {}, []
-    for index, cell in enumerate(nb.cells):
-        if is_test_cell(cell):
-            regions[cell.metadata["nbgrader"]["grade_id"]] = pending
-            pending = []
-        elif is_student_code(cell):
-            pending.append(index)
-    return regions
 
 
 def defined_names(source: str) -> list[str]:
@@ -164,18 +145,11 @@ class UnusableResults(ValueError):
     """The results file is missing, too large, not a regular file, or not plain data."""
 
 
-def read_results(path: Path | str, dir_fd: int | None = None) -> dict:
-    """Load a results file written inside the sandbox, trusting nothing about it (a link is
-    not followed; ``dir_fd``, as for :func:`os.open`, names the folder it is in)."""
-    try:
-        handle = os.open(path, os.O_RDONLY | os.O_NOFOLLOW, dir_fd=dir_fd)
-    except OSError as error:
-        raise UnusableResults("no results came back") from error
-    with os.fdopen(handle, "rb") as file:
-        info = os.fstat(file.fileno())
-        if not stat.S_ISREG(info.st_mode) or info.st_size > MAX_RESULT_BYTES:
-            raise UnusableResults("the results file is not a regular file of bounded size")
-        data = file.read(MAX_RESULT_BYTES + 1)
+def parse_results(data: bytes) -> dict:
+    """Load the bytes of a results file the kernel wrote, trusting nothing about them: bounded
+    size, ``torch.load(weights_only=True)`` (no code runs), and the expected shape."""
+    if not isinstance(data, bytes) or len(data) > MAX_RESULT_BYTES:
+        raise UnusableResults("the results file is not of bounded size")
     try:
         with warnings.catch_warnings():  # torch's notes on odd files say nothing to a grader
             warnings.simplefilter("ignore")
@@ -294,12 +268,15 @@ def _short(value) -> str:
 @dataclass
 class Verdict:
     """Pass or fail for one exercise; ``error`` is (ename, evalue) for the feedback, or None to
-    keep the error the test cell already shows."""
+    keep the error the test cell already shows. ``flags`` note visible uses of what the exercise
+    re-implements (the points stand; the instructor decides); ``withheld`` notes code that hides
+    what it runs (no points until the instructor decides)."""
 
     passed: bool
     cases: int = 0
     error: tuple[str, str] | None = None
     flags: list[str] = field(default_factory=list)
+    withheld: list[str] = field(default_factory=list)
 
 
 def judge(test: HiddenTest, expected: dict[str, tuple], results: dict | None,
@@ -314,7 +291,7 @@ def judge(test: HiddenTest, expected: dict[str, tuple], results: dict | None,
         problem = _record_problem(want, got, *test.tolerances.get(name, (1e-5, 1e-5)))
         if problem is not None:
             ename, text = problem
-            if ename == "AssertionError":
+            if ename == "WrongAnswer":
                 text = f"{name}: {text}"
             elif text:  # an exception without a message (the exercise's stub) stays bare
                 text = f"{text} (in: {name})"
@@ -322,68 +299,58 @@ def judge(test: HiddenTest, expected: dict[str, tuple], results: dict | None,
     return Verdict(True, len(expected))
 
 
+def resolve_exception(qualified: Any) -> type | None:
+    """The exception class ``module.QualName`` names in the grader's own process, or None.
+
+    Only modules the grader has already imported are looked in (nothing is imported by a name
+    the kernel sent), so a class defined in the submission never resolves.
+    """
+    if not isinstance(qualified, str) or not QUALIFIED_NAME.fullmatch(qualified):
+        return None
+    parts = qualified.split(".")
+    for split in range(len(parts) - 1, 0, -1):
+        target: Any = sys.modules.get(".".join(parts[:split]))
+        if target is None:
+            continue
+        for attribute in parts[split:]:
+            target = getattr(target, attribute, None)
+        if isinstance(target, type) and issubclass(target, BaseException) and \
+                f"{target.__module__}.{target.__qualname__}" == qualified:
+            return target
+        return None
+    return None
+
+
+def short_name(qualified: Any) -> str:
+    """The class name a student reads: the last part of a qualified name, letters only."""
+    name = str(qualified).rsplit(".", 1)[-1]
+    return name[:80] if re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", name[:80]) else "an exception"
+
+
 def _record_problem(want: tuple, got: Any, rtol: float, atol: float) -> tuple[str, str] | None:
     if not (isinstance(got, tuple) and len(got) in (2, 3) and got[0] in ("value", "raised")):
-        return "AssertionError", "no observation came back"
+        return "WrongAnswer", "no observation came back"
     if want[0] == "raised":
-        expected_class = want[1][0]
-        if got[0] == "raised" and isinstance(got[1], tuple) and expected_class in got[1]:
+        expected_class = resolve_exception(want[1][0])
+        if expected_class is None:
+            raise HiddenTestError(f"the solution raised {want[1][0]}, which the grader cannot "
+                                  f"resolve")
+        raised = got[1][0] if got[0] == "raised" and isinstance(got[1], tuple) and got[1] \
+            else None
+        resolved = resolve_exception(raised)
+        if resolved is not None and issubclass(resolved, expected_class):
             return None
-        came = (f"{got[1][0]}: {got[2]}" if got[0] == "raised" and got[1]
-                else "a value came back")
-        return "AssertionError", f"expected {expected_class} to be raised, but {came}"
+        if raised is None:
+            came = "a value came back"
+        elif resolved is None:
+            came = f"{short_name(raised)}, a class defined in the submission, was raised"
+        else:
+            text = got[2] if len(got) == 3 and isinstance(got[2], str) else ""
+            came = f"{short_name(raised)}: {text}"
+        return "WrongAnswer", f"expected {expected_class.__name__} to be raised, but {came}"
     if got[0] == "raised":
         names = got[1] if isinstance(got[1], tuple) and got[1] else ("Exception",)
         message = got[2] if len(got) == 3 and isinstance(got[2], str) else ""
-        return str(names[0])[:80], message[:hidden.MAX_TEXT]
+        return short_name(names[0]), message[:hidden.MAX_TEXT]
     problem = compare(want[1], got[1], rtol, atol)
-    return None if problem is None else ("AssertionError", problem)
-
-
-def static_flags(nb, grade_id: str, reimplements: tuple[str, ...]) -> list[str]:
-    """What in the student's code deserves the instructor's eye for exercise ``grade_id``.
-
-    Anywhere in the student's cells: a use of a re-implemented name as an attribute or an
-    import (``F.scaled_dot_product_attention``, ``from course_lib.nn.attention import
-    masked_softmax``). In the exercise's own cells: any import from ``course_lib`` other than the
-    self-checks, and code run by name at run time (``exec``, ``__import__``, ...).
-    """
-    targets = {dotted.rsplit(".", 1)[-1] for dotted in reimplements}
-    regions = exercise_regions(nb)
-    own = set(regions.get(grade_id, []))
-    flags: list[str] = []
-    for index, cell in enumerate(nb.cells):
-        if not is_student_code(cell):
-            continue
-        try:
-            tree = ast.parse(cell.source)
-        except SyntaxError:
-            continue
-        for node in ast.walk(tree):
-            flags += _reference_uses(node, targets)
-            if index in own:
-                flags += _suspicious(node)
-    return list(dict.fromkeys(flags))
-
-
-def _reference_uses(node, targets: set[str]) -> list[str]:
-    if isinstance(node, ast.Attribute) and node.attr in targets:
-        return [f"uses {ast.unparse(node)}, which this exercise re-implements"]
-    if isinstance(node, ast.ImportFrom):
-        return [f"imports {a.name} from {node.module}, which this exercise re-implements"
-                for a in node.names if a.name in targets]
-    return []
-
-
-def _suspicious(node) -> list[str]:
-    if isinstance(node, ast.Import | ast.ImportFrom):
-        modules = ([a.name for a in node.names] if isinstance(node, ast.Import)
-                   else [node.module or ""])
-        flags = [f"imports {m}" for m in modules
-                 if m.split(".")[0] == "course_lib" and m != ALLOWED_COURSE_IMPORT]
-        flags += [f"runs code chosen at run time ({m})" for m in modules
-                  if m.split(".")[0] in DYNAMIC_CODE]
-        return flags
-    if isinstance(node, ast.Name) and node.id in DYNAMIC_CODE:
-        return [f"runs code chosen at run time ({node.id})"]
-    return []
+    return None if problem is None else ("WrongAnswer", problem)
