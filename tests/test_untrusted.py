@@ -191,6 +191,12 @@ def test_what_an_exercise_does_not_allow_is_withheld(source, found):
     assert any(line.startswith(found) for line in withheld), withheld
 
 
+def test_a_private_chain_is_reported_once():
+    nb = _notebook("f = torch.ops.aten._softmax")
+    assert static_flags(nb, "ex0", ()).withheld == [
+        "uses torch.ops.aten._softmax, a private torch name"]
+
+
 def test_plain_exercise_code_is_neither_flagged_nor_withheld():
     nb = _notebook("import math\nimport torch\nimport torch.nn.functional as F\n"
                    "from collections import Counter\n"

@@ -97,7 +97,15 @@ def static_flags(nb, grade_id: str, reimplements: tuple[str, ...]) -> StaticFind
             if index in own:
                 found.flags += _course_imports(node)
                 found.withheld += _not_allowed(node, torch_names)
-    return StaticFindings(list(dict.fromkeys(found.flags)), list(dict.fromkeys(found.withheld)))
+    return StaticFindings(_outermost(found.flags), _outermost(found.withheld))
+
+
+def _outermost(lines: list[str]) -> list[str]:
+    """``lines`` once each, without a use of ``a.b`` where ``a.b.c`` is reported too."""
+    unique = list(dict.fromkeys(lines))
+    uses = [line.split(",")[0] for line in unique if line.startswith("uses ")]
+    return [line for line in unique if not line.startswith("uses ")
+            or not any(other.startswith(line.split(",")[0] + ".") for other in uses)]
 
 
 def _reference_uses(node, targets: set[str]) -> list[str]:
