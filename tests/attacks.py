@@ -237,7 +237,7 @@ for _ in range(4):
         time.sleep(30)
         os._exit(0)
     _children.append(_pid)
-time.sleep(8)
+time.sleep(4)  # the children have allocated (or been killed) by now
 _private = 0  # the children's own pages (what they share with the kernel counts once, below)
 for _pid in _children:
     try:
