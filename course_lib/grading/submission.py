@@ -135,6 +135,8 @@ def explain_error(output, timeout: int, memory_gb: float) -> str:
         return f"syntax error in the code: {value}"
     if name in ("NotExecuted", "SandboxError", "KernelDied"):
         return f"not run: {value}"
+    if name == "SelfCheckFailed":
+        return f"self-check failed: {value}"
     if name == "WrongAnswer":
         return f"wrong answer: {value}"
     if name == "NoResults":

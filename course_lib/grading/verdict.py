@@ -228,8 +228,11 @@ def _compare_tensors(expected, got, rtol, atol, at) -> str | None:
             return f"expected a floating-point tensor{at}, got {got.dtype}"
         rtol, atol = tolerance_for(expected, rtol, atol)
         want, have = expected.double(), got.double()
-        if bool((have.isnan() & ~want.isnan()).any()):
-            return f"the result{at} contains NaN"
+        unexpected_nan = have.isnan() & ~want.isnan()
+        if bool(unexpected_nan.any()):
+            index = tuple(int(i) for i in torch.nonzero(unexpected_nan)[0])
+            return (f"the result{at} contains NaN, first at index {index}, where "
+                    f"{want[index].item():.6g} was expected")
         if not torch.allclose(have, want, rtol=rtol, atol=atol, equal_nan=True):
             difference = (have - want).abs().nan_to_num(nan=math.inf)
             index = tuple(int(i) for i in torch.nonzero(difference == difference.max())[0])
