@@ -337,12 +337,30 @@ def test_a_run_past_its_deadline_is_ended():
     assert finished.timed_out
 
 
-def test_the_deadline_comes_from_the_source_not_the_submission():
-    source = _source_notebook()
-    padded = copy.deepcopy(source)
+def test_the_deadline_comes_from_the_source_not_the_submission(tmp_path, monkeypatch):
+    source = tmp_path / "source" / "00" / "nb.ipynb"
+    source.parent.mkdir(parents=True)
+    nbformat.write(_source_notebook(), source)
+    padded = _source_notebook()  # the submission: the source plus 100 slow cells of its own
     padded.cells += [nbformat.v4.new_code_cell("import time; time.sleep(50)")] * 100
-    assert budget.notebook_deadline(source, 60) < budget.notebook_deadline(padded, 60)
-    answer = sandbox.read_answer(source, sandbox.Finished(None, b"", b"", timed_out=True),
+    deadlines = []
+
+    def run(nb, staged, **limits):
+        deadlines.append(limits["deadline"])
+        return Returned(nb)
+
+    def grade(nb, staged, *, source, key, names, execute):
+        return execute(nb, staged).notebook, trusted.NotebookVerdicts()
+
+    monkeypatch.setattr(sandbox, "execute_isolated", run)
+    monkeypatch.setattr(sandbox, "grade_notebook", grade)
+    step = sandbox.SandboxedExecute(
+        timeout=60, source_root=str(tmp_path / "source"), key="00" * 32,
+        verdict_root=str(tmp_path / "verdicts"), files_root=str(tmp_path / "files"))
+    step.preprocess(padded, {"nbgrader": {"student": "a", "assignment": "00", "notebook": "nb"}})
+    assert deadlines == [budget.notebook_deadline(_source_notebook(), 60)]
+    assert deadlines[0] < budget.notebook_deadline(padded, 60)
+    answer = sandbox.read_answer(padded, sandbox.Finished(None, b"", b"", timed_out=True),
                                  123, False)
     assert "ran past its 123 s deadline" in answer.notebook.cells[0].outputs[0]["evalue"]
 

@@ -42,11 +42,6 @@ class Budget:
     memory_bytes: int
     processes: int = MAX_PROCESSES
     disk_bytes: int = DISK_BYTES
-    deadline_s: float = 600.0
-
-    @property
-    def per_process_memory(self) -> int:
-        return self.memory_bytes
 
 
 def notebook_deadline(source_nb, cell_timeout: int) -> int:
@@ -199,7 +194,7 @@ def limit_process(budget: Budget, group: Group | None) -> None:
 
     if group is not None:
         group.join()
-    memory = budget.per_process_memory
+    memory = budget.memory_bytes  # every process, on top of the group's limit for all together
     resource.setrlimit(resource.RLIMIT_AS, (memory, memory))
     resource.setrlimit(resource.RLIMIT_FSIZE, (MAX_FILE_BYTES, MAX_FILE_BYTES))
     resource.setrlimit(resource.RLIMIT_CORE, (0, 0))

@@ -44,6 +44,8 @@ from nbgrader.preprocessors import ClearHiddenTests, GetGrades
 from traitlets import Bool
 
 from course_lib.grading.inert import INERT_MIME_TYPES, SanitizeOutputs
+from course_lib.grading.submission import error_outputs
+from course_lib.grading.verdict import is_test_cell
 
 MATHJAX_FOLDER = "_mathjax"
 """The folder, directly under ``feedback/``, that :func:`install_mathjax` fills."""
@@ -76,16 +78,6 @@ NBGRADER_BOOTSTRAP_CSS_DIR = _NBGRADER_FORMGRADER / "static/node_modules/bootstr
 # Test cells
 
 
-def is_test_cell(cell) -> bool:
-    """An autograded test cell: a code cell nbgrader grades that is not a solution."""
-    meta = cell.get("metadata", {}).get("nbgrader", {})
-    return cell.get("cell_type") == "code" and bool(meta.get("grade")) and not meta.get("solution")
-
-
-def _error_outputs(cell) -> list:
-    return [o for o in cell.get("outputs", []) if o.get("output_type") == "error"]
-
-
 class RedactHiddenTests(Preprocessor):
     """For feedback: hidden test code leaves the test cells, and tracebacks shrink to their last
     line, so students learn what failed without seeing the hidden tests."""
@@ -94,7 +86,7 @@ class RedactHiddenTests(Preprocessor):
 
     def preprocess_cell(self, cell, resources, index):
         if is_test_cell(cell):
-            for output in _error_outputs(cell):
+            for output in error_outputs(cell):
                 output["traceback"] = [f"{output.get('ename')}: {output.get('evalue')}"]
         return cell, resources
 

@@ -14,7 +14,7 @@ from course_lib.grading.feedback import install_mathjax
 
 COLUMNS = ("student", "lesson", "exercise", "points", "max_points", "status")
 # A spreadsheet evaluates a cell that begins with one of these (CSV or formula injection).
-FORMULA_STARTS = ("=", "+", "-", "@", "\t", "\r", "|", "%")
+FORMULA_STARTS = ("=", "+", "-", "@", "|", "%")
 
 
 @dataclass(frozen=True)

@@ -40,7 +40,6 @@ RESULTS_TOTAL_BYTES = 64 * 2**20
 RESULT_FILE_BYTES = 32 * 2**20
 GRADING_FOLDER = ".grading"  # the hidden tests' inputs/ and results/; COURSE_GRADING_DIR
 GRADER_FOLDER = ".grader"  # the kernel's IPython and Jupyter settings, made fresh by the runner
-KERNEL_NAME = "course-grading"
 
 
 def become_unreachable() -> None:
@@ -133,7 +132,6 @@ def execute(nb, cell_timeout: int, workdir: Path):
 
     config = nbgrader_config()
     config.Execute.timeout = cell_timeout  # config outranks constructor arguments in traitlets
-    config.Execute.kernel_name = KERNEL_NAME
     executor = TrackingExecute(config=config, kernel_manager_class=kernel_manager_class())
     limiter = LimitOutput(config=config)
     error = None

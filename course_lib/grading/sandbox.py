@@ -219,7 +219,7 @@ def execute_isolated(nb, staged: Path, *, cell_timeout: int = DEFAULT_CELL_TIMEO
             "without a sandbox")
     staged = Path(staged).resolve()
     deadline = deadline if deadline is not None else budgets.notebook_deadline(nb, cell_timeout)
-    budget = budgets.Budget(memory_bytes=int(memory_gb * 2**30), deadline_s=deadline)
+    budget = budgets.Budget(memory_bytes=int(memory_gb * 2**30))
     with tempfile.TemporaryDirectory(prefix="course-run-") as scratch:
         if isolated:
             home, source = MOUNT_POINT, STAGED_MOUNT
@@ -294,15 +294,9 @@ class SandboxedExecute(NbGraderPreprocessor):
                                     memory_gb=self.memory_gb, unsafe=self.unsafe,
                                     threads=self.threads, deadline=deadline)
 
-        with tempfile.TemporaryDirectory(prefix="course-stage-") as scratch:
-            staged = Path(scratch) / "submission"
-            files = Path(self.files_root) / student / lesson
-            if files.is_dir():
-                shutil.copytree(files, staged, symlinks=True)
-            else:
-                staged.mkdir()
-            executed, verdicts = grade_notebook(
-                nb, staged, source=source, key=bytes.fromhex(self.key), names=names,
-                execute=execute)
+        staged = Path(self.files_root) / student / lesson  # stage_files made it; inputs join it
+        staged.mkdir(parents=True, exist_ok=True)
+        executed, verdicts = grade_notebook(nb, staged, source=source, key=bytes.fromhex(self.key),
+                                            names=names, execute=execute)
         write_verdicts(Path(self.verdict_root) / student / lesson / f"{notebook}.json", verdicts)
         return executed, resources

@@ -92,20 +92,15 @@ def static_flags(nb, grade_id: str, reimplements: tuple[str, ...]) -> StaticFind
     torch_names = _torch_module_names(nb)
     found = StaticFindings()
     for index, tree in parsed_cells(nb, is_student_code):
+        # a chain a.b.c is read once, at its outermost attribute, not again as a.b and a
+        inner = {id(n.value) for n in ast.walk(tree) if isinstance(n, ast.Attribute)}
         for node in ast.walk(tree):
             found.flags += _reference_uses(node, targets)
             if index in own:
                 found.flags += _course_imports(node)
-                found.withheld += _not_allowed(node, torch_names)
-    return StaticFindings(_outermost(found.flags), _outermost(found.withheld))
-
-
-def _outermost(lines: list[str]) -> list[str]:
-    """``lines`` once each, without a use of ``a.b`` where ``a.b.c`` is reported too."""
-    unique = list(dict.fromkeys(lines))
-    uses = [line.split(",")[0] for line in unique if line.startswith("uses ")]
-    return [line for line in unique if not line.startswith("uses ")
-            or not any(other.startswith(line.split(",")[0] + ".") for other in uses)]
+                if id(node) not in inner or not isinstance(node, ast.Attribute):
+                    found.withheld += _not_allowed(node, torch_names)
+    return StaticFindings(list(dict.fromkeys(found.flags)), list(dict.fromkeys(found.withheld)))
 
 
 def _reference_uses(node, targets: set[str]) -> list[str]:
@@ -139,9 +134,10 @@ def _not_allowed(node, torch_names: set[str]) -> list[str]:
     if isinstance(node, ast.Name) and node.id in RUN_TIME_NAMES:
         found.append(f"resolves names at run time ({node.id})")
     if isinstance(node, ast.Attribute):
-        if node.attr in RUN_TIME_ATTRIBUTES:
-            found.append(f"resolves names at run time ({node.attr})")
-        chain = _chain(node)
+        root, attributes = _attribute_path(node)
+        found += [f"resolves names at run time ({part})" for part in attributes
+                  if part in RUN_TIME_ATTRIBUTES]
+        chain = [root.id, *attributes] if isinstance(root, ast.Name) else []
         if chain and chain[0] in torch_names and any(
                 part == "ops" or (part.startswith("_") and not part.endswith("__"))
                 for part in chain[1:]):
@@ -152,13 +148,13 @@ def _not_allowed(node, torch_names: set[str]) -> list[str]:
     return found
 
 
-def _chain(node) -> list[str]:
-    """``a.b.c`` as ["a", "b", "c"]; [] when the chain does not start at a plain name."""
-    parts = []
+def _attribute_path(node) -> tuple[ast.AST, list[str]]:
+    """``a.b.c`` as (the node ``a``, ["b", "c"]), whatever ``a`` is."""
+    attributes = []
     while isinstance(node, ast.Attribute):
-        parts.append(node.attr)
+        attributes.append(node.attr)
         node = node.value
-    return [node.id, *reversed(parts)] if isinstance(node, ast.Name) else []
+    return node, attributes[::-1]
 
 
 def _torch_module_names(nb) -> set[str]:

@@ -16,13 +16,17 @@ from pathlib import Path
 
 import nbformat
 
-from course_lib.grading.verdict import short_name
+from course_lib.grading.verdict import is_test_cell, short_name
 
 MAX_NOTEBOOK_BYTES = 20 * 2**20
 MAX_FILES_BYTES = 64 * 2**20  # the other files of one lesson folder, together
 MAX_FILES = 500
 MAX_DEPTH = 8
 SKIPPED = (".ipynb_checkpoints",)
+# The error names the runner, the grader and the self-checks raise, in the words a status uses.
+PLAIN_WORDS = {"NotExecuted": "not run", "SandboxError": "not run", "KernelDied": "not run",
+               "SelfCheckFailed": "self-check failed", "WrongAnswer": "wrong answer",
+               "NoResults": "no result", "Tampered": "tampered"}
 
 
 class Refused(Exception):
@@ -118,7 +122,7 @@ def read_submission(path: Path) -> tuple[nbformat.NotebookNode | None, str]:
     return nb, ""
 
 
-def _error_outputs(cell) -> list:
+def error_outputs(cell) -> list:
     return [o for o in cell.get("outputs", []) if o.get("output_type") == "error"]
 
 
@@ -133,16 +137,8 @@ def explain_error(output, timeout: int, memory_gb: float) -> str:
         return "not attempted (the cell still raises NotImplementedError)"
     if name in ("SyntaxError", "IndentationError", "TabError"):
         return f"syntax error in the code: {value}"
-    if name in ("NotExecuted", "SandboxError", "KernelDied"):
-        return f"not run: {value}"
-    if name == "SelfCheckFailed":
-        return f"self-check failed: {value}"
-    if name == "WrongAnswer":
-        return f"wrong answer: {value}"
-    if name == "NoResults":
-        return f"no result: {value}"
-    if name == "Tampered":
-        return f"tampered: {value}"
+    if name in PLAIN_WORDS:
+        return f"{PLAIN_WORDS[name]}: {value}"
     shown = short_name(name)
     return f"raised {shown}: {value}" if value else f"raised {shown}"
 
@@ -155,11 +151,11 @@ def reasons_by_grade_id(nb, timeout: int, memory_gb: float) -> dict[str, str]:
     """
     reasons, own_code_error = {}, ""
     for cell in nb.cells:
-        meta = cell.metadata.get("nbgrader", {})
-        errors = _error_outputs(cell)
-        if meta.get("grade") and not meta.get("solution") and cell.cell_type == "code":
+        errors = error_outputs(cell)
+        if is_test_cell(cell):
             test_error = explain_error(errors[-1], timeout, memory_gb) if errors else ""
-            reasons[meta["grade_id"]] = (own_code_error or test_error) if errors else ""
+            reasons[cell.metadata["nbgrader"]["grade_id"]] = \
+                (own_code_error or test_error) if errors else ""
             own_code_error = ""
         elif errors and cell.cell_type == "code":
             own_code_error = explain_error(errors[0], timeout, memory_gb)

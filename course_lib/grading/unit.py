@@ -26,6 +26,7 @@ from course_lib.grading.submission import (
     stage_files,
 )
 from course_lib.grading.trusted import NotebookVerdicts, read_verdicts
+from course_lib.grading.verdict import is_test_cell
 
 
 @dataclass(frozen=True)
@@ -42,8 +43,8 @@ def exercises_of(notebook: Path) -> list[Exercise]:
     nb = nbformat.read(notebook, as_version=4)
     found = []
     for cell in nb.cells:
-        meta = cell.metadata.get("nbgrader", {})
-        if cell.cell_type == "code" and meta.get("grade") and not meta.get("solution"):
+        if is_test_cell(cell):
+            meta = cell.metadata["nbgrader"]
             found.append(Exercise(notebook.stem, meta["grade_id"], float(meta.get("points", 0))))
     return found
 

@@ -44,8 +44,9 @@ QUALIFIED_NAME = re.compile(r"[A-Za-z_][\w]*(\.[A-Za-z_][\w]*)+")
 
 
 def is_test_cell(cell) -> bool:
-    meta = cell.metadata.get("nbgrader", {})
-    return cell.cell_type == "code" and bool(meta.get("grade")) and not meta.get("solution")
+    """An autograded test cell: a code cell nbgrader grades that is not a solution."""
+    meta = cell.get("metadata", {}).get("nbgrader", {})
+    return cell.get("cell_type") == "code" and bool(meta.get("grade")) and not meta.get("solution")
 
 
 def defined_names(source: str) -> list[str]:
