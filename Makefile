@@ -1,5 +1,5 @@
 # The course's entry points. Two commands are all a learner needs:
-#   make lab    set up .venv if needed, then start JupyterLab on notebooks/
+#   make lab    set up .venv if needed, then start JupyterLab on the course, open at lesson 00
 #   make test   set up .venv if needed, then lint and run the whole test suite
 # and one for the measured results:
 #   make reproduce   retrain every experiment for SEEDS (default 0-4), regenerate docs/results.md
@@ -12,6 +12,11 @@ PYTHON ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
 PORT ?= 8888
+# What the lab serves (the whole course: lessons, exercises, solutions, docs) and the page it opens.
+LAB_ROOT ?= .
+LAB_START := /lab/tree/notebooks/00_start_here.ipynb
+# More `jupyter lab` options, for example LAB_OPTIONS=--LabApp.expose_app_in_browser=True
+LAB_OPTIONS ?=
 # Jupyter refuses to run as root (containers, CI) unless told to.
 ALLOW_ROOT := $(if $(filter 0,$(shell id -u)),--allow-root)
 # Notebooks under test run in the fast profile (tiny sizes); `make test-full` runs what a learner runs.
@@ -32,9 +37,10 @@ setup:
 	@COURSE_VENV=$(VENV) $(PYTHON) tools/bootstrap.py
 
 lab: setup
-	@echo "Starting JupyterLab on notebooks/ - open the http://127.0.0.1:$(PORT)/lab?token=... URL printed below."
+	@echo "Starting JupyterLab on the course: lessons in notebooks/, exercises in exercises/, docs in docs/."
+	@echo "Open the http://127.0.0.1:$(PORT)$(LAB_START)?token=... URL printed below: it opens lesson 00."
 	$(BIN)/jupyter lab --no-browser --ip=127.0.0.1 --port=$(PORT) $(ALLOW_ROOT) \
-		--ServerApp.root_dir=notebooks
+		--ServerApp.root_dir="$(LAB_ROOT)" --LabApp.default_url=$(LAB_START) $(LAB_OPTIONS)
 
 test: setup
 	$(BIN)/ruff check .

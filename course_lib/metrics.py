@@ -4,12 +4,25 @@ from __future__ import annotations
 
 import torch
 
+from course_lib.arguments import (
+    FLOATING,
+    INTEGER,
+    check_lengths,
+    check_same_device,
+    check_sentences,
+    check_tensor,
+    check_token_lists,
+)
+
 
 def accuracy(logits: torch.Tensor, targets: torch.Tensor) -> float:
     """Share of rows whose arg-max class equals the target.
 
     Shapes: ``logits`` (N, C), ``targets`` (N,) -> a float in [0, 1].
     """
+    check_tensor("logits", logits, dtype=FLOATING)
+    check_tensor("targets", targets, dtype=INTEGER)
+    check_same_device(logits=logits, targets=targets)
     if logits.dim() != 2 or targets.shape != logits.shape[:1]:
         raise ValueError(
             f"expected logits (N, C) and targets (N,), got {tuple(logits.shape)} and "
@@ -30,10 +43,13 @@ def bucket_name(low: int, high: int | None) -> str:
 def bleu(hypotheses: list[str], references: list[str]) -> float:
     """Corpus-level BLEU-4 on sacreBLEU's 0-100 scale (Papineni et al., 2002).
 
-    Sentences are the course's space-separated tokens, so sacreBLEU's own tokeniser is off.
+    Sentences are the course's space-separated tokens (a str each, or a list of tokens), so
+    sacreBLEU's own tokeniser is off. One sentence is a list of one: ``bleu([hyp], [ref])``.
     """
     import sacrebleu
 
+    hypotheses = check_sentences("hypotheses", hypotheses)
+    references = check_sentences("references", references)
     if len(hypotheses) != len(references):
         raise ValueError(f"{len(hypotheses)} hypotheses but {len(references)} references")
     if not hypotheses:
@@ -44,6 +60,9 @@ def bleu(hypotheses: list[str], references: list[str]) -> float:
 def bleu_by_length(hypotheses: list[str], references: list[str], source_lengths: list[int],
                    buckets=LENGTH_BUCKETS) -> dict[str, float | None]:
     """Corpus BLEU within each bucket of source length (words); None for an empty bucket."""
+    hypotheses = check_sentences("hypotheses", hypotheses)
+    references = check_sentences("references", references)
+    source_lengths = check_lengths("source_lengths", source_lengths, None).tolist()
     if not len(hypotheses) == len(references) == len(source_lengths):
         raise ValueError("hypotheses, references and source_lengths must have the same length")
     scores = {}
@@ -77,7 +96,8 @@ def alignment_accuracy(weights: list[torch.Tensor], alignments: list[list],
     if len(weights) != len(alignments):
         raise ValueError(f"{len(weights)} attention maps but {len(alignments)} alignments")
     hits = total = 0
-    for matrix, links in zip(weights, alignments, strict=True):
+    for position, (matrix, links) in enumerate(zip(weights, alignments, strict=True)):
+        check_tensor(f"weights[{position}]", matrix, dtype=FLOATING)
         if matrix.dim() != 2:
             raise ValueError(f"expected one (T, S) matrix per pair, got {tuple(matrix.shape)}")
         for english, french in links:
@@ -106,6 +126,8 @@ def localization_accuracy(weights: list[torch.Tensor], generated: list[list[str]
 
     Shapes: one (T', L) matrix per caption with L = grid[0] · grid[1]; ``image_size`` (H, W).
     """
+    generated = check_token_lists("generated", generated)
+    references = check_token_lists("references", references)
     if not len(weights) == len(generated) == len(references) == len(word_boxes):
         raise ValueError(f"expected one entry per caption, got {len(weights)} attention maps, "
                          f"{len(generated)} generated, {len(references)} references and "

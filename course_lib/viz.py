@@ -155,13 +155,30 @@ def _records(history: Any) -> list[dict[str, float]]:
     return records
 
 
-CURVE_SKIP = {"epoch", "time_s", "train_s", "lr", "grad_norm"}
+# columns of a training history that count or set something rather than measure the model
+CURVE_SKIP = {"epoch", "steps", "time_s", "train_s", "lr", "grad_norm"}
+FRACTIONS = ("accuracy", "exact_match", "localization")  # metrics measured from 0 to 1
+FRACTION = "fraction (0 to 1)"
+
+
+def curve_unit(key: str) -> str:
+    """The unit of a history column: ``"loss"``, :data:`FRACTION` for an accuracy-like metric,
+    else the column's own name (a quantity of its own). Curves share an axis only when they
+    share a unit."""
+    if "loss" in key:
+        return "loss"
+    if any(word in key for word in FRACTIONS):
+        return FRACTION
+    return key
 
 
 def plot_history(
     history: Any, keys: Sequence[str] | None = None, *, axes: Sequence[plt.Axes] | None = None
 ) -> list[plt.Axes]:
-    """Training curves per epoch: losses on the left panel, every other metric on the right.
+    """Training curves per epoch, one panel per unit (:func:`curve_unit`): the losses on the
+    first, accuracy-like metrics (0 to 1) on the next, any other metric on one of its own.
+    Counters and settings (the step count, the learning rate, the time) are not drawn unless
+    ``keys`` names them.
 
     ``history`` is a :class:`course_lib.train.loop.History` or a list of per-epoch dicts.
     """
@@ -171,19 +188,22 @@ def plot_history(
     unknown = [k for k in keys if records and k not in records[0]]
     if unknown:
         raise KeyError(f"no {unknown} in the history; it has {sorted(records[0])}")
-    losses = [k for k in keys if "loss" in k]
-    others = [k for k in keys if "loss" not in k]
-    panels = [group for group in (losses, others) if group]
+    panels: dict[str, list[str]] = {}
+    for key in keys:
+        panels.setdefault(curve_unit(key), []).append(key)
     if axes is None:
-        _, axes = plt.subplots(1, max(len(panels), 1), figsize=(5 * max(len(panels), 1), 3.2),
-                               squeeze=False)
+        count = max(len(panels), 1)
+        _, axes = plt.subplots(1, count, figsize=(4.5 * count, 3.2), squeeze=False,
+                               layout="constrained")
         axes = list(axes[0])
     epochs = [r["epoch"] for r in records]
-    for ax, group in zip(axes, panels, strict=False):
+    for ax, (unit, group) in zip(axes, panels.items(), strict=False):
         for key in group:
             ax.plot(epochs, [r[key] for r in records], marker="o", ms=3, label=key)
         ax.set_xlabel("epoch")
-        ax.set_ylabel("loss" if group is losses else "metric")
+        ax.set_ylabel(unit)
+        if unit == FRACTION:
+            ax.set_ylim(0, 1.02)
         ax.legend()
         ax.grid(alpha=0.3)
     return list(axes)

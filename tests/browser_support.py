@@ -4,14 +4,13 @@
 from __future__ import annotations
 
 import os
-import shutil
 from pathlib import Path
 
 import pytest
 
-CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
-CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking",
-                 "--disable-component-update", "--disable-sync", "--no-first-run"]
+from course_lib.course.slide_check import CHROMIUM, CHROMIUM_ARGS
+
+__all__ = ["CHROMIUM", "CHROMIUM_ARGS", "require_browser"]
 
 
 def require_browser(*, module_level: bool = False) -> None:

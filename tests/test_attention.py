@@ -62,8 +62,8 @@ def test_masked_softmax_gradients_are_finite_for_fully_masked_rows():
 def test_masked_softmax_rejects_bad_masks():
     with pytest.raises(TypeError, match="torch.bool"):
         masked_softmax(torch.zeros(2, 3), torch.ones(2, 3))
-    with pytest.raises(ValueError, match=r"\(2, 4\) does not broadcast to scores of shape "
-                                         r"\(2, 3\)"):
+    with pytest.raises(ValueError, match=r"mask must have shape \(2, 3\), got \(2, 4\); each "
+                                         r"dimension must equal the scores' or be 1"):
         masked_softmax(torch.zeros(2, 3), torch.ones(2, 4, dtype=torch.bool))
 
 

@@ -20,23 +20,20 @@ import http.server
 import json
 import os
 import re
-import secrets
 import shutil
-import socket
-import subprocess
-import sys
 import threading
-import time
 import urllib.request
 from pathlib import Path
 
 import pytest
 
 from course_lib.course.execute import kernel_environment
+from course_lib.course.links import broken_html_links
 from course_lib.course.site import build_site
 from course_lib.course.slides import build_slides
 from course_lib.course.syllabus import COURSE_ROOT, LESSONS
 from tests.browser_support import CHROMIUM, CHROMIUM_ARGS, require_browser
+from tests.lab_support import START_PAGE, start_make_lab
 
 SCREENSHOTS = COURSE_ROOT / "build" / "screenshots"
 SCREENSHOTS.mkdir(parents=True, exist_ok=True)
@@ -72,9 +69,13 @@ SITE_PROFILE = os.environ.get("COURSE_SITE_PROFILE", "fast")
 
 
 @pytest.fixture(scope="module")
-def site_url():
-    report = build_site(SITE_PROFILE)
-    server, url = serve(report.html)
+def site_html():
+    return build_site(SITE_PROFILE).html
+
+
+@pytest.fixture(scope="module")
+def site_url(site_html):
+    server, url = serve(site_html)
     yield url
     server.shutdown()
 
@@ -168,6 +169,15 @@ def test_the_front_page_is_the_course_map_and_docs_exercises_and_search_work(bro
     watched.page.close()
 
 
+def test_every_link_of_the_site_resolves_and_practice_downloads_the_exercises(site_html):
+    assert broken_html_links(site_html) == []
+    page = (site_html / "notebooks" / "04_bahdanau.html").read_text()
+    download = re.search(r'href="([^"]*04_bahdanau_exercises\.ipynb)"', page)
+    assert download, "lesson 04's Practice cell has no link to its exercises"
+    saved = json.loads((site_html / "notebooks" / download.group(1)).read_text())
+    assert saved["cells"][0]["source"], "the download is not the exercise notebook"
+
+
 # ---- the slides --------------------------------------------------------------------------------
 
 @pytest.mark.parametrize("lesson", LESSONS, ids=[lesson.number for lesson in LESSONS])
@@ -189,41 +199,18 @@ def test_a_deck_loads_offline_with_typeset_math_and_figures(browser, slides_url,
 
 # ---- the live lab ------------------------------------------------------------------------------
 
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
-
-
 @pytest.fixture(scope="module")
 def lab(tmp_path_factory):
-    """JupyterLab on a copy of the lessons and exercises (the lab saves what runs in it)."""
+    """`make lab` on a copy of the course (the lab saves what runs in it): the same command a
+    learner runs, serving lessons, exercises and docs."""
     root = tmp_path_factory.mktemp("lab")
     for folder in ("notebooks", "exercises", "docs"):
         shutil.copytree(COURSE_ROOT / folder, root / folder)
-    port, token = free_port(), secrets.token_hex(16)
-    log = open(root / "lab.log", "w")
-    process = subprocess.Popen(
-        [sys.executable, "-m", "jupyter", "lab", "--no-browser", "--ip=127.0.0.1",
-         f"--port={port}", f"--IdentityProvider.token={token}", f"--ServerApp.root_dir={root}",
-         "--allow-root", "--LabApp.expose_app_in_browser=True",
-         "--LabApp.check_for_updates_class=jupyterlab.NeverCheckForUpdate"],
-        stdout=log, stderr=subprocess.STDOUT, env=kernel_environment("fast"))
-    url = f"http://127.0.0.1:{port}/"
-    deadline = time.monotonic() + 120
-    while True:
-        try:
-            urllib.request.urlopen(f"{url}api/status?token={token}", timeout=5)
-            break
-        except OSError:
-            if process.poll() is not None or time.monotonic() > deadline:
-                log.close()
-                pytest.fail(f"JupyterLab did not start:\n{(root / 'lab.log').read_text()}")
-            time.sleep(1)
-    yield url, token
-    process.terminate()
-    process.wait(timeout=30)
-    log.close()
+    started = start_make_lab(root, env=kernel_environment("fast"), options=(
+        "--LabApp.expose_app_in_browser=True "
+        "--LabApp.check_for_updates_class=jupyterlab.NeverCheckForUpdate"))
+    yield started
+    started.stop()
 
 
 NOTEBOOK = "(window.jupyterapp && window.jupyterapp.shell.currentWidget)"  # until the app is up
@@ -234,14 +221,52 @@ CELLS = f"Array.from({NOTEBOOK}.content.model.cells)"
 
 
 def open_in_lab(browser, lab, path: str):
-    url, token = lab
     page = browser.new_page(viewport={"width": 1400, "height": 1000})
-    page.goto(f"{url}lab/tree/{path}?reset&token={token}")  # reset: no tab from earlier
+    page.goto(f"{lab.base}lab/tree/{path}?reset&token={lab.token}")  # reset: no earlier tab
     page.wait_for_function(f"() => {{ const nb = {NOTEBOOK}; return nb && nb.context && "
                            "nb.context.isReady && nb.content.model.cells.length > 1; }",
                            timeout=120_000)
     page.wait_for_function(KERNEL_IDLE, timeout=120_000)
     return page
+
+
+CURRENT_PATH = f"() => {NOTEBOOK} && {NOTEBOOK}.context && {NOTEBOOK}.context.path"
+
+
+def wait_until_open(page, path: str) -> None:
+    """Wait until the lab's current tab shows the file ``path`` (relative to the lab's root)."""
+    page.wait_for_function(f"(path) => ({CURRENT_PATH})() === path", arg=path, timeout=120_000)
+
+
+def open_from_file_browser(page, *names: str) -> None:
+    """From the file browser's top folder, double-click each of ``names`` in turn, as a learner
+    opens a folder and then a file."""
+    page.locator(".jp-BreadCrumbs-home").first.click()
+    for name in names:
+        item = page.locator(".jp-DirListing-item").filter(
+            has=page.locator(".jp-DirListing-itemText", has_text=re.compile(f"^{name}$")))
+        item.first.dblclick(timeout=60_000)
+
+
+def test_make_lab_opens_lesson_00_and_reaches_exercises_and_docs(browser, lab):
+    page = browser.new_page(viewport={"width": 1400, "height": 1000})
+    assert START_PAGE in lab.url
+    page.goto(lab.url + "&reset")  # the URL `make lab` prints; reset: no tab from earlier
+    wait_until_open(page, "notebooks/00_start_here.ipynb")
+    page.screenshot(path=str(SCREENSHOTS / "lab-start.png"))
+    # a link in the lesson opens the docs page inside the lab
+    page.locator(".jp-RenderedMarkdown a", has_text=re.compile("^notation$")).first.click()
+    wait_until_open(page, "docs/notation.md")
+    page.evaluate("() => window.jupyterapp.commands.execute('filebrowser:activate')")
+    open_from_file_browser(page, "exercises", "04_bahdanau", "04_bahdanau_exercises.ipynb")
+    wait_until_open(page, "exercises/04_bahdanau/04_bahdanau_exercises.ipynb")
+    page.screenshot(path=str(SCREENSHOTS / "lab-exercise-from-file-browser.png"))
+    open_from_file_browser(page, "docs", "setup.md")
+    wait_until_open(page, "docs/setup.md")
+    assert "make lab" in page.evaluate(
+        f"() => {NOTEBOOK}.context.model.toString()"), "docs/setup.md opened empty"
+    page.screenshot(path=str(SCREENSHOTS / "lab-docs-from-file-browser.png"))
+    page.close()
 
 
 def error_outputs(page) -> list[str]:

@@ -1,12 +1,25 @@
 """The architecture diagrams: their shapes are the shapes the models return, every hand-over mode
-draws what it says, and bad input is refused with a clear message."""
+draws what it says, bad input is refused with a clear message, and every diagram a lesson draws
+reads at least at the body text's size in the lab, on the site and on a slide, with no word over
+another."""
+
+import itertools
 
 import matplotlib.pyplot as plt
 import pytest
 import torch
 
-from course_lib.diagrams.canvas import Arrow, Box, Diagram, Dims, draw
+from course_lib.diagrams import draw
+from course_lib.diagrams.canvas import Arrow, Box, Diagram, Dims
 from course_lib.diagrams.captioner import hard_vs_soft_diagram, show_attend_tell_diagram
+from course_lib.diagrams.display import (
+    DISPLAYS,
+    SLIDES,
+    natural_size_px,
+    shown_text_px,
+    text_problems,
+)
+from course_lib.diagrams.drawing import FONT_PT
 from course_lib.diagrams.recurrent import (
     HANDOVERS,
     bahdanau_diagram,
@@ -26,6 +39,7 @@ from course_lib.models.pointer import HardAttentionConfig, PointerNet
 from course_lib.models.seq2seq import CONTEXT_MODES, Seq2Seq, Seq2SeqConfig
 from course_lib.models.transformer import Transformer, TransformerConfig
 from course_lib.nn.self_attention import KVCache, MultiHeadAttention, scaled_dot_product_attention
+from tests.diagram_gallery import lesson_diagrams, wide_diagrams
 
 B, S, T = 3, 7, 5
 
@@ -97,16 +111,63 @@ def test_bahdanau_shapes_are_the_model_s(cell):
     assert sum(into_cell) == model.decoder.cell.input_size
 
 
-def test_drawing_gives_a_figure_with_every_box_and_label():
+def test_drawing_prints_every_box_and_every_shape_once_per_box_or_arrow():
     config = AttentionSeq2SeqConfig(11, 13, embed_dim=6, hidden_size=10)
     diagram = bahdanau_diagram(config)
     figure = draw(diagram)
     texts = [t.get_text() for t in figure.axes[0].texts]
     assert all(box.text in texts for box in diagram.boxes)
-    labels = [a.label for a in diagram.arrows if a.label]
-    assert all(any(label.replace(" (", "\n(") in t or label in t for t in texts)
-               for label in labels)
+    shown = diagram.box_shapes()
+    assert shown["h"] == diagram.arrow("h", "score").shape == diagram.arrow("h", "context").shape
+    for arrow in diagram.arrows:  # its shape is printed in its start box or beside it
+        if arrow.shape is not None and arrow.start not in shown:
+            assert str(arrow.shape) in diagram.arrow_label(arrow)
+    assert diagram.arrow_label(diagram.arrow("s", "s_prev")) == "next step"
+    assert sorted(str(shape) for shape in shown.values()) == sorted(
+        t for t in texts if t.startswith("("))  # each box's shape printed once
     assert figure.get_facecolor()[:3] == (1.0, 1.0, 1.0)  # legible on a dark theme too
+    plt.close(figure)
+
+
+def test_a_box_whose_arrows_carry_two_shapes_leaves_them_on_the_arrows():
+    dims = Dims({"B": 2, "H": 3, "V": 5})
+    diagram = Diagram("t", [Box("a", 0, 0, "a"), Box("b", 0, 4, "b"), Box("c", 6, 0, "c")],
+                      [Arrow("a", "b", dims("B", "H")), Arrow("a", "c", dims("B", "V"), "logits")],
+                      dims)
+    assert diagram.box_shapes() == {}
+    assert diagram.arrow_label(diagram.arrow("a", "c")) == "logits (B, V)"
+    with pytest.raises(ValueError, match="side must be"):
+        Arrow("a", "b", side="up")
+
+
+GALLERY = list(itertools.chain(lesson_diagrams(), wide_diagrams()))
+
+
+@pytest.mark.parametrize("name,diagram", GALLERY, ids=[name for name, _ in GALLERY])
+def test_every_word_reads_at_body_size_everywhere_and_none_overlaps(name, diagram):
+    figure = draw(diagram)
+    assert text_problems(figure) == []
+    size = natural_size_px(figure)
+    for display in DISPLAYS:
+        assert shown_text_px(FONT_PT, size, display) >= display.body_px, display.name
+    plt.close(figure)
+
+
+def test_the_layout_check_finds_small_overlapping_and_escaping_words():
+    figure = draw(bahdanau_diagram(AttentionSeq2SeqConfig(11, 13, embed_dim=6, hidden_size=10)))
+    ax = figure.axes[0]
+    title = next(t for t in ax.texts if t.get_text().startswith("Bahdanau"))
+    ax.text(title.get_position()[0], title.get_position()[1], "next step", fontsize=FONT_PT,
+            va="bottom")  # a label over the title, as the old drawing put one
+    ax.text(ax.get_xlim()[1], 0, "outside", fontsize=FONT_PT)
+    problems = text_problems(figure)
+    assert any("'next step' overlaps" in p or "overlaps 'next step'" in p for p in problems)
+    assert "'outside' leaves the figure" in problems
+    for text in ax.texts:
+        text.set_fontsize(7.5)  # the old labels' size
+    small = text_problems(figure)
+    assert any(f"px on the {SLIDES.name}" in p for p in small)
+    assert any("px on the site" in p for p in small)
     plt.close(figure)
 
 
@@ -129,7 +190,7 @@ def test_heads_shapes_are_multi_head_attention_s():
     output, weights = layer(x, need_weights=True)
     assert diagram.arrow("split", "attend").shape.sizes == tuple(split.shape)
     assert diagram.arrow("merge", "wo").shape.sizes == tuple(layer.merge_heads(split).shape)
-    assert "weights (B, h, T, T)" in diagram.arrow("attend", "merge").text
+    assert "weights (B, h, T, T)" in diagram.by_key["attend"].text
     assert diagram.dims("B", "h", "T", "T").sizes == tuple(weights.shape)
     assert diagram.arrow("wo", "out").shape.sizes == tuple(output.shape)
     with pytest.raises(ValueError, match="divisible by num_heads, got 12 and 5"):
@@ -145,13 +206,13 @@ def test_transformer_shapes_and_norm_order_are_the_model_s(norm_first):
     src, tgt = _tokens(11, B, S), _tokens(13, B, T)
     memory = model.encode(src)
     logits = model(src, None, tgt)
-    assert diagram.arrow("memory", "dec1layer").shape.sizes == tuple(memory.states.shape)
+    assert diagram.arrow("memory", "dec1").shape.sizes == tuple(memory.states.shape)
     assert diagram.dims("B", "T", "V").sizes == tuple(logits.shape)
-    texts = [box.text for box in diagram.boxes]
-    assert texts.count("LayerNorm") == 5 + (2 if norm_first else 0)  # one per sub-layer (+ final)
-    first_in_block = diagram.boxes[4].text  # the first box above the source embedding
-    assert first_in_block == ("LayerNorm" if norm_first else "self-attention (padding mask)")
-    assert sum(a.text == "residual" for a in diagram.arrows) == 5
+    sublayers = [box.text for box in diagram.boxes if box.key[:3] in ("enc", "dec")]
+    assert len(sublayers) == 5  # two in the encoder block, three in the decoder block
+    order = r"$x + f(\mathrm{LN}(x))$" if norm_first else r"$\mathrm{LN}(x + f(x))$"
+    assert all(text.endswith("\n" + order) for text in sublayers)  # residual and LayerNorm
+    assert ("final LayerNorm" in diagram.by_key["memory"].text) == norm_first
 
 
 def test_kv_cache_shapes_are_the_cache_s():
@@ -191,7 +252,7 @@ def test_show_attend_tell_shapes_are_the_model_s(gate):
     images, tgt = torch.randn(B, 3, 32, 48), _tokens(9, B, T)
     features, _ = model.encode(images)
     output = model(images, tgt)
-    assert diagram.arrow("grid", "a").shape.sizes == tuple(features.shape)
+    assert diagram.arrow("a", "read").shape.sizes == tuple(features.shape)
     assert diagram.arrow("softmax", "read").shape.sizes == tuple(output.weights[:, 0].shape)
     assert diagram.dims("B", "V").sizes == tuple(output.logits[:, 0].shape)
     into_lstm = [a.shape.sizes[1] for a in diagram.arrows

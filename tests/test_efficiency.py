@@ -125,7 +125,7 @@ def test_reach_of_full_masks_and_without_a_diagonal():
 def test_reach_rejects_bad_input():
     with pytest.raises(ValueError, match="square"):
         reach(torch.ones(3, 4, dtype=torch.bool), 2)
-    with pytest.raises(ValueError, match="square"):
+    with pytest.raises(TypeError, match="mask must be a torch.bool tensor"):
         reach(torch.ones(3, 3), 2)
     with pytest.raises(ValueError, match="layers"):
         reach(causal_mask(3), 0)

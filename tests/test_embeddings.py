@@ -192,7 +192,7 @@ def test_bad_temperatures_are_refused(temperature, error, message):
 
 
 def test_integer_scores_are_refused():
-    with pytest.raises(TypeError, match="floating-point tensor, got dtype torch.int64"):
+    with pytest.raises(TypeError, match="scores must be a floating-point tensor, got torch.int64"):
         softmax_with_temperature(torch.tensor([1, 2]))
 
 

@@ -75,7 +75,7 @@ def test_straight_through_gumbel_is_one_hot_forward_and_soft_backward():
                                     make_generator(4)).argmax(-1)
     torch.testing.assert_close(pick_frequencies(picks, 7),
                                torch.softmax(scores.detach()[0].double(), -1), atol=0.01, rtol=0)
-    with pytest.raises(ValueError, match="temperature must be positive"):
+    with pytest.raises(ValueError, match="temperature must be a finite number > 0"):
         straight_through_gumbel(scores, 0.0)
 
 

@@ -292,7 +292,7 @@ def test_nadaraya_watson_mask_and_vector_targets():
     torch.testing.assert_close(weights, expected)
     torch.testing.assert_close(prediction, expected @ y)
     masked, weights = nadaraya_watson(torch.tensor([1.0]), x, y, bandwidth=1.0,
-                                      mask=torch.tensor([True, False, True]))
+                                      mask=torch.tensor([[True, False, True]]))
     assert weights[0, 1] == 0
     torch.testing.assert_close(masked, torch.tensor([[2.0, 20.0]]))
 

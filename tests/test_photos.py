@@ -241,7 +241,7 @@ def test_grid_attention_refuses_bad_shapes(query, grid, message):
 
 
 def test_grid_attention_refuses_a_non_positive_temperature():
-    with pytest.raises(ValueError, match="temperature must be > 0, got 0"):
+    with pytest.raises(ValueError, match="temperature must be a finite number > 0, got 0"):
         grid_attention(torch.zeros(1, 3), torch.zeros(1, 4, 3), temperature=0)
 
 

@@ -3,7 +3,7 @@
 import re
 from pathlib import Path
 
-from course_lib.course.syllabus import LESSONS
+from course_lib.course.syllabus import LESSONS, course_map
 
 ROOT = Path(__file__).resolve().parent.parent
 README = (ROOT / "README.md").read_text()
@@ -48,3 +48,14 @@ def test_makefile_targets_exist():
     makefile = (ROOT / "Makefile").read_text()
     for target in ("lab:", "test:", "setup:"):
         assert re.search(rf"^{target}", makefile, re.M), target
+
+
+def test_readme_states_the_study_time_the_lessons_add_up_to():
+    hours = float(re.search(r"about ([\d.]+) hours for the twelve lessons", README).group(1))
+    total = course_map().minutes.sum() / 60
+    assert abs(hours - total) <= 0.25, f"README says {hours} h, the lessons add up to {total:.2f} h"
+
+
+def test_readme_gives_the_page_make_lab_opens():
+    start = re.search(r"^LAB_START := (\S+)$", (ROOT / "Makefile").read_text(), re.M).group(1)
+    assert f"http://127.0.0.1:8888{start}?token=" in README

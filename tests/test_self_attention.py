@@ -41,7 +41,8 @@ def test_explicit_attention_is_the_equation():
     torch.testing.assert_close(weights.sum(-1), torch.ones(2, 3, 5))
 
 
-@pytest.mark.parametrize("mask_shape", [None, (5, 7), (2, 1, 5, 7), (2, 3, 5, 7), (2, 1, 1, 7)])
+@pytest.mark.parametrize("mask_shape", [None, (1, 1, 5, 7), (2, 1, 5, 7), (2, 3, 5, 7),
+                                        (2, 1, 1, 7)])
 def test_explicit_and_fused_agree_with_torch(mask_shape):
     q, k, v = qkv()
     mask = None if mask_shape is None else random_mask(mask_shape)
@@ -77,8 +78,11 @@ def test_bad_shapes_and_masks_name_what_was_expected():
     q, k, v = qkv()
     with pytest.raises(ValueError, match=r"\(\.\.\., T, d_k\)"):
         scaled_dot_product_attention(q, k[..., :4], v)
-    with pytest.raises(ValueError, match=r"does not broadcast.*\(2, 3, 5, 7\)"):
-        scaled_dot_product_attention(q, k, v, torch.ones(5, 6, dtype=torch.bool))
+    with pytest.raises(ValueError, match=r"mask must have shape \(\.\.\., T, S\) = "
+                                         r"\(2, 3, 5, 7\), got \(1, 1, 5, 6\)"):
+        scaled_dot_product_attention(q, k, v, torch.ones(1, 1, 5, 6, dtype=torch.bool))
+    with pytest.raises(ValueError, match=r"the rank of the scores.*mask\[None, None\]"):
+        scaled_dot_product_attention(q, k, v, torch.ones(5, 7, dtype=torch.bool))
     with pytest.raises(TypeError, match="torch.bool"):
         fused_attention(q, k, v, torch.ones(5, 7))
     with pytest.raises(ValueError, match="causal=True needs"):
@@ -103,7 +107,7 @@ def test_a_mask_shared_by_every_head_or_sentence_broadcasts():
     for shared in (mask.unsqueeze(1), mask.unsqueeze(1).expand(2, 4, 5, 5)):  # (B, 1 or h, T, S)
         torch.testing.assert_close(ours(x, attn_mask=shared)[0], expected)
     one = random_mask((1, 1, 5, 5))
-    torch.testing.assert_close(ours(x, attn_mask=one)[0], ours(x, attn_mask=one[0, 0])[0])
+    torch.testing.assert_close(ours(x, attn_mask=one)[0], ours(x, attn_mask=one[0])[0])
 
 
 @pytest.mark.parametrize("implementation", ["explicit", "fused"])
@@ -114,7 +118,7 @@ def test_multi_head_attention_matches_torch_with_copied_weights(implementation, 
     query, memory = torch.randn(2, 5, 16, generator=g), torch.randn(2, 7, 16, generator=g)
     key_mask = torch.tensor([[True] * 7, [True] * 4 + [False] * 3])
     attn_mask = random_mask((5, 7))
-    out, weights = ours(query, memory, memory, key_mask=key_mask, attn_mask=attn_mask,
+    out, weights = ours(query, memory, memory, key_mask=key_mask, attn_mask=attn_mask[None],
                         need_weights=True)
     ref, ref_weights = theirs(query, memory, memory, key_padding_mask=~key_mask,
                               attn_mask=~attn_mask, need_weights=True,
@@ -122,7 +126,7 @@ def test_multi_head_attention_matches_torch_with_copied_weights(implementation, 
     torch.testing.assert_close(out, ref, atol=ATOL, rtol=1e-5)
     torch.testing.assert_close(weights, ref_weights, atol=ATOL, rtol=1e-5)
     # Without weights the fused path runs; same numbers.
-    out_only, none = ours(query, memory, memory, key_mask=key_mask, attn_mask=attn_mask)
+    out_only, none = ours(query, memory, memory, key_mask=key_mask, attn_mask=attn_mask[None])
     assert none is None
     torch.testing.assert_close(out_only, ref, atol=ATOL, rtol=1e-5)
 
@@ -199,11 +203,13 @@ def test_multi_head_attention_rejects_bad_input():
     ours, _ = copied_pair()
     with pytest.raises(ValueError, match=r"query of shape \(B, length, 16\)"):
         ours(torch.randn(2, 5, 8))
-    with pytest.raises(ValueError, match=r"key_mask of shape \(2, 5\)"):
+    with pytest.raises(ValueError, match=r"key_mask must have shape \(2, 5\)"):
         ours(torch.randn(2, 5, 16), key_mask=torch.ones(2, 4, dtype=torch.bool))
-    with pytest.raises(ValueError, match=r"attn_mask of shape \(T, S\) = \(5, 5\)"):
+    with pytest.raises(ValueError, match=r"attn_mask must have shape \(B, T, S\) or "
+                                         r"\(B, h, T, S\) = \(2, 5, 5\).*got \(5, 4\)"):
         ours(torch.randn(2, 5, 16), attn_mask=torch.ones(5, 4, dtype=torch.bool))
-    with pytest.raises(ValueError, match=r"B and h may be 1\), got \(2, 3, 5, 5\)"):
+    with pytest.raises(ValueError, match=r"\(B, h, T, S\) = \(2, 4, 5, 5\), got "
+                                         r"\(2, 3, 5, 5\)"):
         ours(torch.randn(2, 5, 16), attn_mask=torch.ones(2, 3, 5, 5, dtype=torch.bool))
     with pytest.raises(TypeError, match="torch.bool"):
         ours(torch.randn(2, 5, 16), attn_mask=torch.ones(5, 5))

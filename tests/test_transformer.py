@@ -209,8 +209,8 @@ def test_beam_search_stops_early_with_the_same_answer(monkeypatch):
     model = small_model(seed=4)
     src, lengths = source_batch()
     calls = []
-    decode = model.decode
-    monkeypatch.setattr(model, "decode", lambda *a, **k: calls.append(1) or decode(*a, **k))
+    decode = model._decode
+    monkeypatch.setattr(model, "_decode", lambda *a, **k: calls.append(1) or decode(*a, **k))
     early = model.beam_search(src, lengths, beam_size=4, max_len=30)
     early_steps = len(calls)
     monkeypatch.setattr(decoding, "_settled", lambda scores, finished: False)
@@ -291,7 +291,7 @@ def test_config_and_inputs_are_checked():
     with pytest.raises(ValueError, match="dropout"):
         small_config(dropout=1.0)
     model = small_model()
-    with pytest.raises(ValueError, match=r"src of shape \(B, S\)"):
+    with pytest.raises(ValueError, match=r"src must have shape \(B, S\)"):
         model.encode(torch.zeros(2, 3, 4, dtype=torch.long))
     with pytest.raises(ValueError, match=r"src_lengths must have shape \(2,\)"):
         model.encode(torch.ones(2, 3, dtype=torch.long), torch.tensor([3]))

@@ -54,6 +54,39 @@ def test_history_plot_puts_losses_and_metrics_on_separate_panels():
         plot_history(history, ["bleu"])
 
 
+def test_quantities_share_an_axis_only_when_they_share_a_unit():
+    from course_lib.viz import FRACTION, curve_unit
+
+    units = {"train_loss": "loss", "val_loss": "loss", "val_accuracy": FRACTION,
+             "exact_match": FRACTION, "bleu": "bleu"}
+    history = History([{"epoch": e, "train_loss": 2 / e, "val_loss": 2.2 / e,
+                        "val_accuracy": e / 4, "exact_match": e / 5, "bleu": 10.0 * e,
+                        "grad_norm": 1.0, "lr": 0.01, "steps": 40 * e, "time_s": 0.2,
+                        "train_s": 0.1} for e in (1, 2, 3)])
+    axes = plot_history(history)
+    drawn = [{line.get_label() for line in ax.get_lines()} for ax in axes]
+    assert drawn == [{"train_loss", "val_loss"}, {"val_accuracy", "exact_match"}, {"bleu"}]
+    for ax, labels in zip(axes, drawn, strict=True):  # one unit per axis, named on it
+        assert {units[label] for label in labels} == {ax.get_ylabel()}
+        assert {curve_unit(label) for label in labels} == {ax.get_ylabel()}
+    assert axes[1].get_ylim() == (0, 1.02)
+    explicit = plot_history(history, ["val_accuracy", "steps"])  # a counter, asked for by name
+    assert [[line.get_label() for line in ax.get_lines()] for ax in explicit] == [
+        ["val_accuracy"], ["steps"]]
+
+
+def test_the_live_plot_of_lesson_00_keeps_accuracy_off_the_step_axis(monkeypatch):
+    monkeypatch.setattr("IPython.display.display", lambda figure, display_id: None)
+    captured = []
+    monkeypatch.setattr(plt, "close", lambda figure: captured.append(figure))
+    live = LivePlot()
+    record = {"epoch": 1, "train_loss": 0.6, "val_loss": 0.5, "val_accuracy": 0.8,
+              "grad_norm": 1.2, "lr": 0.01, "steps": 13, "time_s": 0.3, "train_s": 0.2}
+    live.on_epoch_end(1, record, model=None)
+    panels = [[line.get_label() for line in ax.get_lines()] for ax in captured[0].axes]
+    assert panels == [["train_loss", "val_loss"], ["val_accuracy"]]
+
+
 def test_live_plot_updates_one_display(monkeypatch):
     shown = []
 

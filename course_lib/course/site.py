@@ -29,6 +29,7 @@ from pathlib import Path
 import yaml
 
 from course_lib.course.execute import execute_cached, with_outputs
+from course_lib.course.links import broken_html_links
 from course_lib.course.syllabus import COURSE_ROOT, LESSONS
 from course_lib.course.web_assets import copy_assets
 
@@ -135,6 +136,21 @@ def exercises_page(exercise_paths: list[Path]) -> str:
     return "\n".join(lines) + "\n"
 
 
+# a lesson's link to its exercise set, ``[label](../exercises/<lesson>/<name>.ipynb)``
+_EXERCISE_LINK = re.compile(r"\[([^\]]+)\]\(\.\./exercises/[^/)\s]+/([^/)\s]+\.ipynb)\)")
+
+
+def site_links(notebook: dict) -> dict:
+    """``notebook`` with its links to exercise notebooks turned into downloads of the copies the
+    site offers: in the lab they open the notebook, on the site they download it."""
+    for cell in notebook["cells"]:
+        if cell["cell_type"] == "markdown":
+            source = "".join(cell["source"])
+            cell["source"] = _EXERCISE_LINK.sub(
+                lambda m: f"{{download}}`{m[1].replace('`', '')} <../_exercises/{m[2]}>`", source)
+    return notebook
+
+
 def stage(profile: str, root: Path = COURSE_ROOT, *, rerun: bool = False,
           report: SiteReport | None = None) -> Path:
     """Fill ``build/site/<profile>/src`` with everything the book is built from."""
@@ -149,8 +165,8 @@ def stage(profile: str, root: Path = COURSE_ROOT, *, rerun: bool = False,
         done = execute_cached(notebook, folder / "executed", profile, rerun=rerun)
         if report is not None:
             report.executed[lesson.number] = done.seconds
-        merged = with_outputs(json.loads(notebook.read_text()),
-                              json.loads(done.executed.read_text()))
+        merged = site_links(with_outputs(json.loads(notebook.read_text()),
+                                         json.loads(done.executed.read_text())))
         (src / lesson.notebook).write_text(json.dumps(merged, indent=1, ensure_ascii=False))
     shutil.copytree(root / "docs", src / "docs", ignore=shutil.ignore_patterns("*.py"))
     exercises = sorted((root / "exercises").glob("*/*.ipynb"))
@@ -180,6 +196,9 @@ def build_site(profile: str = "full", root: Path = COURSE_ROOT, *,
     book = Path(sys.executable).parent / "jupyter-book"
     subprocess.run([str(book), "build", str(src), "--path-output", str(folder), "--keep-going"],
                    check=True)
+    broken = broken_html_links(report.html)
+    if broken:
+        raise RuntimeError("the site has broken links: " + "; ".join(broken))
     external = external_references(report.html)
     if external:
         listed = "; ".join(f"{page}: {', '.join(urls)}" for page, urls in external.items())

@@ -7,6 +7,7 @@ from dataclasses import dataclass
 
 import torch
 
+from course_lib.arguments import check_index, check_pair, check_positive_int
 from course_lib.data.vocab import PAD_ID, Vocab
 from course_lib.seeding import make_generator
 
@@ -33,8 +34,10 @@ class TranslationBatch:
 
 def pad(sequences: Sequence[Sequence[int]], value: int = PAD_ID) -> torch.Tensor:
     """Right-pad id lists into a (B, L) long tensor, L the longest length."""
+    if isinstance(sequences, (str, bytes)) or not isinstance(sequences, Sequence):
+        raise TypeError(f"sequences must be a list of id lists, got {type(sequences).__name__}")
     if not sequences:
-        raise ValueError("cannot pad an empty list of sequences")
+        raise ValueError("sequences is empty: cannot pad an empty list of sequences")
     longest = max(len(s) for s in sequences)
     out = torch.full((len(sequences), longest), value, dtype=torch.long)
     for row, sequence in enumerate(sequences):
@@ -44,6 +47,12 @@ def pad(sequences: Sequence[Sequence[int]], value: int = PAD_ID) -> torch.Tensor
 
 def make_batch(pairs: Sequence[dict], index: Sequence[int], src_vocab: Vocab, tgt_vocab: Vocab,
                ) -> TranslationBatch:
+    """The pairs at the positions ``index`` (a non-empty list of positions into ``pairs``), each
+    a dict with an ``"en"`` and an ``"fr"`` sentence, as one padded batch."""
+    index = check_index("index", index, len(pairs))
+    index = [index] if isinstance(index, int) else index
+    for i in index:
+        check_pair(f"pairs[{i}]", pairs[i])
     src = [src_vocab.encode(pairs[i]["en"]) for i in index]
     tgt = [tgt_vocab.encode(pairs[i]["fr"], bos=True) for i in index]
     return TranslationBatch(
@@ -61,10 +70,11 @@ class BatchIterator:
 
     def __init__(self, pairs: Sequence[dict], src_vocab: Vocab, tgt_vocab: Vocab,
                  batch_size: int = 64, shuffle: bool = True, seed: int = 0, pool: int = 50):
-        if batch_size < 1:
-            raise ValueError(f"batch_size must be at least 1, got {batch_size}")
+        batch_size = check_positive_int("batch_size", batch_size)
         if not pairs:
-            raise ValueError("no pairs to batch")
+            raise ValueError("pairs is empty: no pairs to batch")
+        for i, pair in enumerate(pairs):
+            check_pair(f"pairs[{i}]", pair)
         self.pairs, self.src_vocab, self.tgt_vocab = pairs, src_vocab, tgt_vocab
         self.batch_size, self.shuffle, self.pool = batch_size, shuffle, pool
         self.generator = make_generator(seed)

@@ -27,6 +27,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from course_lib.arguments import check_index
 from course_lib.data.batching import pad
 from course_lib.data.vocab import BOS_ID, EOS_ID, PAD_ID, Vocab
 
@@ -272,6 +273,10 @@ class CaptionBatch:
 
 
 def caption_batch(data: CaptionSet, vocab: Vocab, index: Sequence[int]) -> CaptionBatch:
+    """The captions and images at the positions ``index`` (a non-empty list of positions into
+    ``data``) as one padded batch."""
+    index = check_index("index", index, len(data))
+    index = [index] if isinstance(index, int) else index
     ids = [vocab.encode(data.captions[i], eos=False) for i in index]
     return CaptionBatch(images=data.images[list(index)],
                         tgt_in=pad([[BOS_ID] + x for x in ids], PAD_ID),

@@ -24,6 +24,11 @@ class Vocab:
 
     @classmethod
     def build(cls, sentences: Iterable[str | Sequence[str]], min_freq: int = 1) -> Vocab:
+        """The vocabulary of ``sentences`` (each a str of space-separated tokens or a list of
+        tokens; never one bare str), keeping tokens seen at least ``min_freq`` times."""
+        if isinstance(sentences, str):
+            raise TypeError("sentences must be a list (or other iterable) of sentences, got one "
+                            "str; pass a single sentence as [sentences]")
         counts = Counter(token for sentence in sentences
                          for token in (sentence.split() if isinstance(sentence, str) else sentence))
         kept = sorted((t for t, c in counts.items() if c >= min_freq and t not in SPECIALS),

@@ -1,9 +1,11 @@
-"""Architecture diagrams drawn from the models' configs, so the shapes on the arrows are the
-shapes the models use: :mod:`~course_lib.diagrams.canvas` draws, the other modules lay out one
-family of models each."""
+"""Architecture diagrams drawn from the models' configs, so the shapes they print are the
+shapes the models use: :mod:`~course_lib.diagrams.canvas` holds what a diagram is made of,
+:mod:`~course_lib.diagrams.drawing` draws it, :mod:`~course_lib.diagrams.display` says how large
+its text is where it is shown, and the other modules lay out one family of models each."""
 
-from course_lib.diagrams.canvas import Arrow, Box, Diagram, Dims, Shape, draw
+from course_lib.diagrams.canvas import Arrow, Box, Diagram, Dims, Shape
 from course_lib.diagrams.captioner import hard_vs_soft_diagram, show_attend_tell_diagram
+from course_lib.diagrams.drawing import draw
 from course_lib.diagrams.recurrent import (
     HANDOVERS,
     bahdanau_diagram,

@@ -1,11 +1,12 @@
-"""The drawing layer of the course's architecture diagrams: boxes, arrows labelled with tensor
-shapes, and one function that draws them with matplotlib.
+"""What the course's architecture diagrams are made of: boxes, arrows that carry tensors of a
+:class:`Shape`, and the :class:`Dims` the shapes' symbols stand for;
+:mod:`~course_lib.diagrams.drawing` draws them.
 
 A diagram is data (:class:`Diagram`) before it is a picture, so tests can read it: every arrow
-that carries a tensor has a :class:`Shape`, whose symbols (``"(B, S, 2H)"``) are printed on the
-arrow and whose sizes (``(32, 20, 512)``) are what a model built from the same config returns.
-The palette is fixed, with dark text on light boxes over an opaque white background, so a
-diagram reads the same in JupyterLab's light and dark themes.
+that carries a tensor has a :class:`Shape`, whose symbols (``"(B, S, 2H)"``) are printed in the
+picture and whose sizes (``(32, 20, 512)``) are what a model built from the same config returns.
+Positions and sizes are in ems of the diagram's text, so a layout keeps its words apart at any
+scale.
 """
 
 from __future__ import annotations
@@ -14,19 +15,14 @@ import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
-import matplotlib.pyplot as plt
-from matplotlib.patches import FancyArrowPatch, FancyBboxPatch
-
 # Fill colours by what a box is; the legend names them.
 KINDS = {
-    "input": ("#dbe9f6", "input or output tokens / pixels"),
+    "input": ("#dbe9f6", "input"),
     "layer": ("#fde2c4", "learned layer"),
-    "op": ("#e8e8e8", "operation without weights"),
-    "state": ("#d9f0d3", "vector or tensor the model keeps"),
+    "op": ("#e8e8e8", "no weights"),
+    "state": ("#d9f0d3", "kept tensor"),
     "attention": ("#f3d6e8", "attention"),
 }
-INK = "#1a1a1a"
-INCH = 0.62  # inches per diagram unit: 9-point text fits a box 1.8 units wide
 _DIM = re.compile(r"^(\d*)([A-Za-z_][A-Za-z_0-9']*(?:·[A-Za-z_][A-Za-z_0-9']*)*)?$")
 
 
@@ -73,15 +69,17 @@ class Dims:
 
 @dataclass(frozen=True)
 class Box:
-    """A box centred at (x, y), in the diagram's own units (one unit is about 1.1 cm)."""
+    """A box centred at (x, y), in ems of the diagram's text; as wide as its text needs, or
+    ``width`` where that is more. ``text`` may hold several lines. Unless ``shows_shape`` is
+    false, the box prints the shape of what it outputs (see :meth:`Diagram.box_shapes`)."""
 
     key: str
     x: float
     y: float
     text: str
     kind: str = "layer"
-    width: float = 1.8
-    height: float = 0.6
+    width: float = 0.0
+    shows_shape: bool = True
 
     def __post_init__(self) -> None:
         if self.kind not in KINDS:
@@ -91,8 +89,11 @@ class Box:
 
 @dataclass(frozen=True)
 class Arrow:
-    """An arrow from one box to another. ``shape`` is the tensor it carries (printed beside it);
-    ``text`` a label without a shape; ``dashed`` marks a value carried to the next time step."""
+    """An arrow from one box to another. ``shape`` is the tensor it carries; ``text`` names it;
+    ``dashed`` marks a value carried to the next time step; ``bend`` curves it (matplotlib's
+    ``arc3`` radius), or it runs straight through the points ``via``. Its label sits at its
+    middle, on ``side`` ("left", "right", "above", "below"; by default above a flat arrow and
+    right of a steep one)."""
 
     start: str
     end: str
@@ -100,13 +101,13 @@ class Arrow:
     text: str = ""
     dashed: bool = False
     bend: float = 0.0
+    side: str = ""
+    via: tuple[tuple[float, float], ...] = ()
 
-    @property
-    def label(self) -> str:
-        parts = [self.text] if self.text else []
-        if self.shape is not None:
-            parts.append(str(self.shape))
-        return " ".join(parts)
+    def __post_init__(self) -> None:
+        if self.side not in ("", "left", "right", "above", "below"):
+            raise ValueError(f"arrow {self.start!r} -> {self.end!r}: side must be left, right, "
+                             f"above or below, got {self.side!r}")
 
 
 @dataclass
@@ -143,86 +144,17 @@ class Diagram:
         """Every arrow's shape, keyed by (start, end)."""
         return {(a.start, a.end): a.shape for a in self.arrows if a.shape is not None}
 
+    def box_shapes(self) -> dict[str, Shape]:
+        """The boxes that show the shape of what they output: those whose arrows all carry one
+        shape. Such a box prints the shape under its text, and its arrows print only their
+        names."""
+        found: dict[str, set[Shape]] = {}
+        for arrow in self.arrows:
+            if arrow.shape is not None and self.by_key[arrow.start].shows_shape:
+                found.setdefault(arrow.start, set()).add(arrow.shape)
+        return {key: next(iter(shapes)) for key, shapes in found.items() if len(shapes) == 1}
 
-def _edge_point(box: Box, width: float, toward: tuple[float, float]) -> tuple[float, float]:
-    """Where the line from the centre of ``box`` (drawn ``width`` wide) to ``toward`` leaves
-    the box."""
-    dx, dy = toward[0] - box.x, toward[1] - box.y
-    if dx == dy == 0:
-        return box.x, box.y
-    scale = min(width / 2 / abs(dx) if dx else float("inf"),
-                box.height / 2 / abs(dy) if dy else float("inf"))
-    return box.x + dx * scale, box.y + dy * scale
-
-
-def _text_widths(ax: plt.Axes, boxes: Sequence[Box]) -> dict[str, float]:
-    """Each box's width: its own, or wider where its text needs it (in data units)."""
-    renderer = ax.figure.canvas.get_renderer()
-    to_data = ax.transData.inverted()
-    widths = {}
-    for box in boxes:
-        text = ax.text(box.x, box.y, box.text, ha="center", va="center", fontsize=9)
-        extent = text.get_window_extent(renderer)
-        (x0, _), (x1, _) = to_data.transform([(extent.x0, 0), (extent.x1, 0)])
-        widths[box.key] = max(box.width, x1 - x0 + 0.4)
-        text.remove()
-    return widths
-
-
-def _label(ax: plt.Axes, arrow: Arrow, tail: tuple[float, float],
-           head: tuple[float, float]) -> None:
-    """The arrow's label at its middle: above a flat arrow, beside a steep one."""
-    dx, dy = head[0] - tail[0], head[1] - tail[1]
-    # the middle of matplotlib's arc3 curve: halfway from the chord's middle to its control point
-    x = (tail[0] + head[0]) / 2 + arrow.bend / 2 * dy
-    y = (tail[1] + head[1]) / 2 - arrow.bend / 2 * dx
-    flat = abs(head[0] - tail[0]) > abs(head[1] - tail[1])
-    ax.text(x, y + 0.08 if flat else y, arrow.label.replace(" (", "\n(") if flat else
-            " " + arrow.label, fontsize=7.5, color="#1f3f7a", ha="center" if flat else "left",
-            va="bottom" if flat else "center", linespacing=1.0,
-            bbox={"facecolor": "white", "edgecolor": "none", "pad": 0.5})
-
-
-def draw(diagram: Diagram, ax: plt.Axes | None = None, legend: bool = True) -> plt.Figure:
-    """Draw ``diagram`` on ``ax`` (a new figure sized to the diagram by default)."""
-    xs = [b.x - b.width / 2 for b in diagram.boxes] + [b.x + b.width / 2 for b in diagram.boxes]
-    ys = [b.y - b.height / 2 for b in diagram.boxes] + [b.y + b.height / 2 for b in diagram.boxes]
-    left, right, bottom, top = min(xs) - 0.6, max(xs) + 0.6, min(ys) - 0.5, max(ys) + 0.5
-    if ax is None:
-        _, ax = plt.subplots(figsize=(INCH * (right - left), INCH * (top - bottom) + 1.2))
-    figure = ax.figure
-    figure.patch.set_facecolor("white")
-    ax.set_facecolor("white")
-    ax.set_xlim(left, right)
-    ax.set_ylim(bottom, top)
-    ax.set_aspect("equal")
-    widths = _text_widths(ax, diagram.boxes)
-    for box in diagram.boxes:
-        width = widths[box.key]
-        ax.add_patch(FancyBboxPatch((box.x - width / 2, box.y - box.height / 2), width,
-                                    box.height, boxstyle="round,pad=0.02,rounding_size=0.12",
-                                    facecolor=KINDS[box.kind][0], edgecolor=INK, linewidth=1))
-        ax.text(box.x, box.y, box.text, ha="center", va="center", fontsize=9, color=INK)
-    for arrow in diagram.arrows:
-        start, end = diagram.by_key[arrow.start], diagram.by_key[arrow.end]
-        tail = _edge_point(start, widths[start.key], (end.x, end.y))
-        head = _edge_point(end, widths[end.key], (start.x, start.y))
-        ax.add_patch(FancyArrowPatch(tail, head, arrowstyle="-|>", mutation_scale=12, color=INK,
-                                     linewidth=1, linestyle="--" if arrow.dashed else "-",
-                                     connectionstyle=f"arc3,rad={arrow.bend}"))
-        if arrow.label:
-            _label(ax, arrow, tail, head)
-    if legend:
-        used = list(dict.fromkeys(box.kind for box in diagram.boxes))
-        handles = [plt.Rectangle((0, 0), 1, 1, facecolor=KINDS[k][0], edgecolor=INK)
-                   for k in used]
-        ax.legend(handles, [KINDS[k][1] for k in used], loc="upper center", fontsize=8,
-                  bbox_to_anchor=(0.5, 0.0), ncol=min(3, len(used)), frameon=False)
-    sizes = ", ".join(f"{k} = {v}" for k, v in diagram.dims.sizes.items())
-    ax.set_title("\n".join(line for line in (diagram.title, sizes) if line), fontsize=10,
-                 color=INK, pad=16 if diagram.caption else 6)
-    if diagram.caption:
-        ax.text(0.5, 1.0, diagram.caption, transform=ax.transAxes, ha="center", va="bottom",
-                fontsize=8, color=INK, style="italic")
-    ax.axis("off")
-    return figure
+    def arrow_label(self, arrow: Arrow) -> str:
+        """What ``arrow`` prints: its name, and its shape unless its start box shows it."""
+        shape = arrow.shape if arrow.shape != self.box_shapes().get(arrow.start) else None
+        return " ".join(part for part in (arrow.text, str(shape) if shape else "") if part)

@@ -4,6 +4,7 @@ and Tell, from the image to one word."""
 from __future__ import annotations
 
 from course_lib.diagrams.canvas import Arrow, Box, Diagram, Dims
+from course_lib.diagrams.recurrent import ROW
 from course_lib.models.captioner import CaptionerConfig, CNNEncoder
 from course_lib.models.pointer import HardAttentionConfig
 
@@ -23,35 +24,34 @@ def show_attend_tell_diagram(config: CaptionerConfig, image_size: tuple[int, int
                  "V": config.vocab_size})
     reads = r"$c_t = \beta_t\, \Sigma_j\, a_{tj} h_j$" if config.gate else \
         r"$c_t = \Sigma_j\, a_{tj} h_j$"
-    convs = f"{len(config.channels)} conv + BatchNorm + ReLU, {len(config.pool_after)} pools"
-    boxes = [Box("image", 0, 0, "image", "input"),
-             Box("cnn", 0, 2.2, convs, "layer", width=4.2),
-             Box("grid", 0, 4.4, "grid + coordinates, flattened", "op", width=3.6),
-             Box("a", 0, 6.6, r"features $h_1 \ldots h_L$", "state", width=3.0),
-             Box("score", 4.6, 6.6, r"$e_{tj} = v^\top \tanh(W s_{t-1} + U k_j + b)$",
-                 "attention", width=4.6),
-             Box("softmax", 9.4, 6.6, "softmax over $j$", "op"),
-             Box("read", 13.0, 6.6, reads, "op", width=2.8),
-             Box("h_prev", 4.6, 9.0, "$s_{t-1}$", "state", width=1.4),
-             Box("y", 16.6, 4.4, "$y_{t-1}$", "input", width=1.4),
-             Box("lstm", 16.6, 6.6, "LSTM step", "layer"),
-             Box("h", 16.6, 9.0, "$s_t$", "state", width=1.4),
-             Box("out", 20.2, 9.0, r"deep output → $y_t$", "layer", width=2.6)]
+    convs = f"CNN: {len(config.channels)} conv,\n{len(config.pool_after)} pools"
+    grid = "the grid with coordinates" if config.coords else "the grid, flattened"
+    boxes = [Box("image", 5, 0, "image", "input"),
+             Box("cnn", 16.5, 0, convs, "layer"),
+             Box("a", 28.5, 0, f"features $h_1 \\ldots h_L$\n({grid})", "state"),
+             Box("score", 8, ROW, r"$e_{tj} = v^\top \tanh(W s_{t-1} + U k_j + b)$",
+                 "attention"),
+             Box("softmax", 20.5, ROW, "softmax over $j$", "op"),
+             Box("read", 30, ROW, reads, "op"),
+             Box("h_prev", 8, 2 * ROW, "$s_{t-1}$", "state"),
+             Box("lstm", 30, 2 * ROW, "LSTM step", "layer"),
+             Box("y", 36.5, 2 * ROW, "$E[y_{t-1}]$", "input"),
+             Box("h", 30, 3 * ROW, "$s_t$", "state"),
+             Box("out", 19, 3 * ROW, r"deep output → $y_t$", "layer")]
     arrows = [Arrow("image", "cnn", dims("B", "C_in", "H_img", "W_img")),
-              Arrow("cnn", "grid", dims("B", "C", "H'", "W'") if not config.coords and
+              Arrow("cnn", "a", dims("B", "C", "H'", "W'") if not config.coords and
                     not config.read_convs else None),
-              Arrow("grid", "a", dims("B", "L", "C")),
-              Arrow("a", "score", dims("B", "L", "d_k"), text="$k_j$"),
+              Arrow("a", "score", dims("B", "L", "d_k"), text="$k_j$", side="left"),
               Arrow("h_prev", "score", dims("B", "H")),
-              Arrow("score", "softmax", dims("B", "L"), text=r"$e_t$"),
-              Arrow("softmax", "read", dims("B", "L"), text=r"$a_t$"),
-              Arrow("a", "read", dims("B", "L", "C"), bend=-0.2),
-              Arrow("read", "lstm", dims("B", "C"), text="$c_t$"),
-              Arrow("y", "lstm", dims("B", "d_e"), text="$E[y]$"),
-              Arrow("h_prev", "lstm", dims("B", "H"), bend=-0.2),
+              Arrow("score", "softmax", dims("B", "L")),
+              Arrow("softmax", "read", dims("B", "L")),
+              Arrow("a", "read", dims("B", "L", "C")),
+              Arrow("read", "lstm", dims("B", "C")),
+              Arrow("y", "lstm", dims("B", "d_e")),
+              Arrow("h_prev", "lstm", dims("B", "H")),
               Arrow("lstm", "h", dims("B", "H")),
               Arrow("h", "out", dims("B", "H")),
-              Arrow("h", "h_prev", None, text="next step", dashed=True, bend=0.06)]
+              Arrow("h", "h_prev", None, text="next step", dashed=True, bend=-0.1)]
     gate = "with the gate β" if config.gate else "without a gate"
     return Diagram(f"Show, Attend and Tell ({gate})", boxes, arrows, dims,
                    caption="Location j of the grid is cell (j // W', j % W') of the image, "
@@ -63,23 +63,24 @@ def hard_vs_soft_diagram(config: HardAttentionConfig, items: int, batch: int = 3
     weights a; hard attention samples one item j ~ Categorical(a) and reads its value alone."""
     dims = Dims({"B": batch, "S": items, "d": config.dim, "d_v": config.value_dim,
                  "V": config.n_classes})
-    boxes = [Box("query", -2.2, 0, "query $q$", "input"),
-             Box("keys", 2.2, 0, "keys $k_1 \\ldots k_S$", "input", width=2.4),
-             Box("score", 0, 2.2, r"scores $e_j = q^\top W_g k_j$", "attention", width=3.0),
-             Box("softmax", 0, 4.4, "$a = $ softmax$(e)$", "op", width=2.4),
-             Box("soft", -4.2, 6.8, r"soft: $c = \Sigma_j\, a_j v_j$", "op", width=3.0),
-             Box("hard", 4.2, 6.8, r"hard: $j \sim a$, $c = v_j$", "op", width=3.0),
-             Box("values", 0, 6.8, "values $v_1 \\ldots v_S$", "input", width=2.6),
-             Box("classify", 0, 9.2, "linear → label", "layer", width=2.4),
-             Box("label", 0, 11.4, "logits over the $V$ labels", "op", width=3.0)]
+    boxes = [Box("query", 2.5, 0, "query $q$", "input"),
+             Box("keys", 13, 0, "keys $k_1 \\ldots k_S$", "input"),
+             Box("score", 7.5, ROW, r"scores $e_j = q^\top W_g k_j$", "attention"),
+             Box("softmax", 21, ROW, "$a = $ softmax$(e)$", "op"),
+             Box("soft", 7, 2 * ROW, r"soft: $c = \Sigma_j\, a_j v_j$", "op"),
+             Box("values", 21, 2 * ROW, "values $v_1 \\ldots v_S$", "input"),
+             Box("hard", 34, 2 * ROW, r"hard: $j \sim a$, $c = v_j$", "op"),
+             Box("classify", 21, 3 * ROW, "linear → label", "layer"),
+             Box("label", 34, 3 * ROW, "logits over the $V$ labels", "op")]
     arrows = [Arrow("query", "score", dims("B", "d")), Arrow("keys", "score", dims("B", "S", "d")),
               Arrow("score", "softmax", dims("B", "S")),
-              Arrow("softmax", "soft", dims("B", "S"), text="$a$"),
-              Arrow("softmax", "hard", dims("B", "S"), text="$a$"),
+              Arrow("softmax", "soft", dims("B", "S")),
+              Arrow("softmax", "hard", dims("B", "S")),
               Arrow("values", "soft", dims("B", "S", "d_v")),
               Arrow("values", "hard", dims("B", "S", "d_v")),
-              Arrow("soft", "classify", dims("B", "d_v"), text="gradient to $e$"),
-              Arrow("hard", "classify", dims("B", "d_v"), text="no gradient to $e$", dashed=True),
+              Arrow("soft", "classify", dims("B", "d_v"), text="gradient to $e$", side="left"),
+              Arrow("hard", "classify", dims("B", "d_v"), text="no gradient to $e$",
+                    side="right"),
               Arrow("classify", "label", dims("B", "V"))]
     return Diagram("Soft and hard attention over S items", boxes, arrows, dims,
                    caption="Hard attention needs REINFORCE or a relaxation (Gumbel-softmax) to "

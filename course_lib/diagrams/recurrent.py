@@ -4,6 +4,8 @@ Luong's. Every shape on an arrow comes from the config, in the symbols of docs/n
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from course_lib.diagrams.canvas import Arrow, Box, Diagram, Dims
 from course_lib.models.attention_seq2seq import AttentionSeq2SeqConfig
 from course_lib.models.seq2seq import Seq2SeqConfig
@@ -15,14 +17,15 @@ HANDOVERS = {
     "init": "c sets the decoder's first state s₀ and is not read again",
     "both": "c sets s₀ and is part of the input at every step",
 }
-STEP = 3.0  # horizontal distance between two unrolled time steps
+STEP = 8.0  # ems between two unrolled decoder steps
+ROW = 4.4  # ems between two rows of boxes
+UNROLLED_ROW = 4.0  # the same in the unrolled diagrams, whose vertical arrows have no names
 
 
 def unrolled(prefix: str, x0: float, y: float, texts: list[str], kind: str,
-             width: float = 1.8) -> list[Box]:
+             step: float = STEP) -> list[Box]:
     """One box per time step, left to right, keyed ``prefix0``, ``prefix1``, ..."""
-    return [Box(f"{prefix}{i}", x0 + STEP * i, y, text, kind, width=width)
-            for i, text in enumerate(texts)]
+    return [Box(f"{prefix}{i}", x0 + step * i, y, text, kind) for i, text in enumerate(texts)]
 
 
 def chain(prefix: str, n: int, shape, first: str | None = None) -> list[Arrow]:
@@ -35,7 +38,8 @@ def chain(prefix: str, n: int, shape, first: str | None = None) -> list[Arrow]:
 def encoder_decoder_diagram(config: Seq2SeqConfig, handover: str = "both", batch: int = 32
                             ) -> Diagram:
     """The RNN encoder–decoder unrolled over three source and three target steps, with the
-    context c handed to the decoder as ``handover`` says (one of :data:`HANDOVERS`)."""
+    context c handed to the decoder as ``handover`` says (one of :data:`HANDOVERS`): the
+    encoder along the bottom, the decoder above and to its right."""
     if handover not in HANDOVERS:
         raise ValueError(f"handover must be one of {list(HANDOVERS)}, got {handover!r}")
     dims = Dims({"B": batch, "d_e": config.embed_dim, "H": config.hidden_size,
@@ -43,70 +47,73 @@ def encoder_decoder_diagram(config: Seq2SeqConfig, handover: str = "both", batch
     as_init = handover in ("init", "both")
     reads_c = [handover in ("every_step", "both") or (handover == "first_step" and t == 0)
                for t in range(3)]
-    cell = config.cell.upper()
+    row = UNROLLED_ROW
     boxes = [
-        *unrolled("x", 0, 0, ["$x_1$", "$x_2$", "$x_S$"], "input"),
-        *unrolled("h", 0, 2.4, [f"{cell} → $h_1$", f"{cell} → $h_2$", f"{cell} → $h_S$"], "layer"),
-        Box("c", 9, 4.6, "context $c = h_S$", "state", width=2.2),
-        Box("start", 9, 2.4, "$s_0 = \\tanh(W_{init}\\, c)$" if as_init else "$s_0 = 0$",
-            "layer" if as_init else "op", width=2.0),
-        *unrolled("y", 11.6, 0, ["<bos>", "$y_1$", "$y_2$"], "input", width=1.2),
-        *unrolled("s", 12, 2.4, [f"{cell} → $s_1$", f"{cell} → $s_2$", f"{cell} → $s_3$"], "layer"),
-        *unrolled("p", 12, 4.6, ["softmax → $y_1$", "softmax → $y_2$", "softmax → $y_3$"], "op"),
+        *unrolled("x", 0, 0, ["$x_1$", "$x_2$", "$x_S$"], "input", step=5.5),
+        *unrolled("h", 0, row, ["$h_1$", "$h_2$", "$h_S$"], "layer", step=5.5),
+        Box("c", 11, 2 * row, "$c = h_S$", "state"),
+        Box("start", 8.5, 3 * row, "$s_0 = \\tanh(W_{init}\\, c)$" if as_init else "$s_0 = 0$",
+            "layer" if as_init else "op"),
+        *unrolled("y", 16.4, row, ["E[<bos>]", "$E[y_1]$", "$E[y_2]$"], "input"),
+        *[replace(box, shows_shape=False) for box in
+          unrolled("s", 18, 3 * row, ["$s_1$", "$s_2$", "$s_3$"], "layer")],
+        *unrolled("p", 18, 4 * row, ["softmax → $y_1$", "softmax → $y_2$",
+                                     "softmax → $y_3$"], "op"),
     ]
     if handover != "init":  # the decoder's input holds c, or zeros in its place
-        boxes += unrolled("z", 12.8, 0, ["$c$" if r else "0" for r in reads_c], "state", width=0.7)
+        boxes += unrolled("z", 19.9, 2 * row, ["$c$" if r else "0" for r in reads_c], "state")
     state = dims("B", "H")
-    arrows = [Arrow(f"x{i}", f"h{i}", dims("B"), text="ids") for i in range(3)]
+    arrows = [Arrow(f"x{i}", f"h{i}", dims("B")) for i in range(3)]
     arrows += chain("h", 3, state) + [Arrow("h2", "c", state)]
     if as_init:
         arrows.append(Arrow("c", "start", state))
     arrows += chain("s", 3, state, first="start")
     for t in range(3):
-        arrows.append(Arrow(f"y{t}", f"s{t}", dims("B", "d_e"), text="$E[y]$"))
-        arrows.append(Arrow(f"s{t}", f"p{t}", dims("B", "V"), text="logits"))
+        arrows.append(Arrow(f"y{t}", f"s{t}", dims("B", "d_e")))
+        arrows.append(Arrow(f"s{t}", f"p{t}", dims("B", "V")))
         if handover != "init":
             arrows.append(Arrow(f"z{t}", f"s{t}", state))
-    return Diagram(f"RNN encoder–decoder, hand-over '{handover}'", boxes, arrows, dims,
-                   caption=HANDOVERS[handover] + ". Dashed: the state carried to the next step.")
+    cell = config.cell.upper()
+    return Diagram(f"{cell} encoder–decoder, hand-over '{handover}'", boxes, arrows, dims,
+                   caption=HANDOVERS[handover] + ".")
 
 
 def context_per_step_diagram(config: Seq2SeqConfig, batch: int = 32) -> Diagram:
     """The same unrolled model with the one context c replaced by a context per output step:
     every c_t is built from all the encoder states h_1 … h_S (lesson 03's way out of the
     bottleneck; lessons 04 and 05 say how the weights are chosen)."""
-    single = encoder_decoder_diagram(config, "every_step", batch)
+    single, row = encoder_decoder_diagram(config, "every_step", batch), UNROLLED_ROW
     boxes = [b for b in single.boxes if b.key != "c" and b.key[0] not in "yz"]
-    for t in range(3):  # c_t left of y_{t-1}, so the lines from the encoder reach it first
-        word = single.by_key[f"y{t}"]
-        boxes += [Box(f"z{t}", word.x, 0, f"$c_{t + 1}$", "attention", width=0.9),
-                  Box(f"y{t}", word.x + 1.2, 0, word.text, "input", width=word.width)]
+    for t in range(3):  # c_t left of the word, so the lines from the encoder reach it first
+        step = single.by_key[f"s{t}"].x
+        boxes += [Box(f"z{t}", step - 1.6, 2 * row, f"$c_{t + 1}$", "attention"),
+                  Box(f"y{t}", step + 1.6, row, single.by_key[f"y{t}"].text, "input")]
     arrows = [a for a in single.arrows if "c" not in (a.start, a.end)]
-    arrows += [Arrow(f"h{j}", f"z{t}", None) for t in range(3) for j in range(3)]
+    arrows += [Arrow(f"h{j}", f"z{t}", single.dims("B", "H")) for t in range(3) for j in range(3)]
     return Diagram("A context per output step", boxes, arrows, single.dims,
                    caption="Each step's context is built from every encoder state, not only "
                            "the last.")
 
 
 def _source_side(dims: Dims, encoder: str) -> tuple[list[Box], list[Arrow]]:
-    """Source tokens, the bidirectional encoder and its annotations, in the left column."""
-    boxes = [Box("x", 0, 0, "$x_1 \\ldots x_S$", "input"),
-             Box("enc", 0, 2.2, encoder, "layer", width=2.2),
-             Box("h", 0, 4.4, "annotations $h_1 \\ldots h_S$", "state", width=2.4)]
-    arrows = [Arrow("x", "enc", dims("B", "S"), text="ids"),
-              Arrow("enc", "h", dims("B", "S", "H"))]
+    """Source tokens, the bidirectional encoder and its annotations, along the bottom."""
+    boxes = [Box("x", 2.5, 0, "$x_1 \\ldots x_S$", "input"),
+             Box("enc", 10.5, 0, encoder, "layer"),
+             Box("h", 21, 0, "annotations $h_j$", "state")]
+    arrows = [Arrow("x", "enc", dims("B", "S")), Arrow("enc", "h", dims("B", "S", "H"))]
     return boxes, arrows
 
 
 def _attention_row(dims: Dims, score_text: str, query: str) -> tuple[list[Box], list[Arrow]]:
-    """score → softmax → context at height 4.4, reading the annotations and ``query``."""
-    boxes = [Box("score", 5.0, 4.4, score_text, "attention", width=3.0),
-             Box("softmax", 9.4, 4.4, "softmax over $j$", "op"),
-             Box("context", 12.8, 4.4, "$c_t = \\Sigma_j\\, a_{tj} h_j$", "op", width=2.2)]
+    """score → softmax → context in the row above the annotations, reading the annotations
+    and ``query``."""
+    boxes = [Box("score", 8, ROW, score_text, "attention"),
+             Box("softmax", 20.5, ROW, "softmax over $j$", "op"),
+             Box("context", 29.5, ROW, "$c_t = \\Sigma_j\\, a_{tj} h_j$", "op")]
     arrows = [Arrow("h", "score", dims("B", "S", "H")), Arrow(query, "score", dims("B", "H")),
-              Arrow("score", "softmax", dims("B", "S"), text="$e_t$"),
-              Arrow("softmax", "context", dims("B", "S"), text="$a_t$"),
-              Arrow("h", "context", dims("B", "S", "H"), bend=-0.2)]
+              Arrow("score", "softmax", dims("B", "S")),
+              Arrow("softmax", "context", dims("B", "S")),
+              Arrow("h", "context", dims("B", "S", "H"))]
     return boxes, arrows
 
 
@@ -119,24 +126,24 @@ def bahdanau_diagram(config: AttentionSeq2SeqConfig, batch: int = 32, src_len: i
                  "V": config.tgt_vocab_size})
     cell = config.cell.upper()
     boxes, arrows = _source_side(dims, f"bidirectional {cell}")
-    more_boxes, more_arrows = _attention_row(dims, "$e_{tj} = v^\\top \\tanh(W s_{t-1} + U h_j)$",
-                                             "s_prev")
+    more_boxes, more_arrows = _attention_row(
+        dims, "$e_{tj} = v^\\top \\tanh(W s_{t-1} + U h_j)$", "s_prev")
     boxes += more_boxes + [
-        Box("s_prev", 5.0, 7.0, "$s_{t-1}$", "state", width=1.4),
-        Box("y", 16.4, 2.2, "$y_{t-1}$", "input", width=1.4),
-        Box("cell", 16.4, 4.4, f"{cell} step", "layer"),
-        Box("s", 16.4, 7.0, "$s_t$", "state", width=1.4),
-        Box("out", 20.6, 4.4, "$W_{out}\\,[s_t; c_t; E[y_{t-1}]]$", "layer", width=2.6),
-        Box("yt", 20.6, 7.0, "softmax → $y_t$", "op"),
+        Box("s_prev", 8, 2 * ROW, "$s_{t-1}$", "state"),
+        Box("cell", 29.5, 2 * ROW, f"{cell} step", "layer"),
+        Box("y", 36, 2 * ROW, "$E[y_{t-1}]$", "input"),
+        Box("s", 29.5, 3 * ROW, "$s_t$", "state"),
+        Box("out", 18.5, 3 * ROW, "$W_{out}\\,[s_t; c_t; E[y_{t-1}]]$", "layer"),
+        Box("yt", 5.5, 3 * ROW, "softmax → $y_t$", "op"),
     ]
     arrows += more_arrows + [
-        Arrow("context", "cell", dims("B", "H"), text="$c_t$"),
-        Arrow("y", "cell", dims("B", "d_e"), text="$E[y]$"),
-        Arrow("s_prev", "cell", dims("B", "H"), bend=-0.2),
+        Arrow("context", "cell", dims("B", "H")),
+        Arrow("y", "cell", dims("B", "d_e")),
+        Arrow("s_prev", "cell", dims("B", "H")),
         Arrow("cell", "s", dims("B", "H")),
         Arrow("s", "out", dims("B", "H")),
-        Arrow("out", "yt", dims("B", "V"), text="logits"),
-        Arrow("s", "s_prev", dims("B", "H"), text="next step", dashed=True, bend=0.15),
+        Arrow("out", "yt", dims("B", "V")),
+        Arrow("s", "s_prev", dims("B", "H"), text="next step", dashed=True, bend=-0.1),
     ]
     return Diagram("Bahdanau attention: one decoder step", boxes, arrows, dims,
                    caption="The query is the previous state; the new state reads the context.")
@@ -157,28 +164,27 @@ def luong_diagram(config: AttentionSeq2SeqConfig, batch: int = 32, src_len: int 
     boxes, arrows = _source_side(dims, f"bidirectional {cell}")
     more_boxes, more_arrows = _attention_row(dims, f"score {score}", "s")
     boxes += more_boxes + [
-        Box("y", 0.0, 9.6, "$y_{t-1}$", "input", width=1.4),
-        Box("cell", 3.4, 9.6, f"{cell} step", "layer"),
-        Box("s", 7.2, 9.6, "$s_t$", "state", width=1.4),
-        Box("tilde", 16.4, 4.4, r"$\tilde s_t = \tanh(W_c [c_t; s_t])$", "layer", width=3.4),
-        Box("yt", 16.4, 7.0, r"softmax$(W_{out} \tilde s_t)$ → $y_t$", "op", width=3.0),
+        Box("s", 8, 2 * ROW, "$s_t$", "state"),
+        Box("tilde", 32.5, 2 * ROW, r"$\tilde s_t = \tanh(W_c [c_t; s_t])$", "layer"),
+        Box("cell", 8, 3 * ROW, f"{cell} step", "layer"),
+        Box("y", 15, 3 * ROW, "$E[y_{t-1}]$", "input"),
+        Box("yt", 32.5, 3 * ROW, r"softmax$(W_{out} \tilde s_t)$ → $y_t$", "op"),
     ]
     arrows += more_arrows + [
-        Arrow("y", "cell", dims("B", "d_e"), text="$E[y]$"),
+        Arrow("y", "cell", dims("B", "d_e")),
         Arrow("cell", "s", dims("B", "H")),
-        Arrow("context", "tilde", dims("B", "H"), text="$c_t$"),
-        Arrow("s", "tilde", dims("B", "H"), bend=-0.2),
+        Arrow("context", "tilde", dims("B", "H")),
+        Arrow("s", "tilde", dims("B", "H"), via=((12, 2.5 * ROW), (25, 2.5 * ROW))),
         Arrow("tilde", "yt", dims("B", "H")),
     ]
     if config.input_feeding:  # the previous step's attentional state joins the input
-        boxes.append(Box("fed", 3.4, 11.8, r"$\tilde s_{t-1}$ from the previous step", "state",
-                         width=3.6))
-        arrows.append(Arrow("fed", "cell", dims("B", "H"), text="input feeding", dashed=True))
+        boxes.append(Box("fed", 1.5, 3 * ROW, r"fed $\tilde s_{t-1}$", "state"))
+        arrows.append(Arrow("fed", "cell", dims("B", "H"), dashed=True))
     if config.local == "p":
-        window = f"$p_t$, window $[p_t - r, p_t + r]$, $r = {config.window}$"
-        boxes.append(Box("window", 9.4, 7.0, window, "attention", width=3.2))
+        boxes.append(Box("window", 20, 2 * ROW, f"Gaussian window $p_t \\pm {config.window}$",
+                         "attention"))
         arrows += [Arrow("s", "window", dims("B", "H")),
-                   Arrow("window", "softmax", dims("B", "S"), text="Gaussian × mask")]
+                   Arrow("window", "softmax", dims("B", "S"))]
     kind = {None: "global", "p": "local-p", "m": "local-m"}[config.local]
     feeding = "with" if config.input_feeding else "without"
     return Diagram(f"Luong attention ({kind}, {config.score} score, {feeding} input feeding)",

@@ -174,7 +174,7 @@ def attention_cost(lengths: Sequence[int], batch: int = 1, heads: int = 4, head_
         shape = (batch, heads, length, head_dim)
         q, k, v = (torch.randn(shape, generator=generator).to(device=device, dtype=dtype)
                    for _ in range(3))  # (B, h, T, d_k) each
-        mask = causal_mask(length, device=q.device) if causal else None  # (T, T) or None
+        mask = causal_mask(length, device=q.device)[None, None] if causal else None  # (1, 1, T, T)
 
         def explicit(q=q, k=k, v=v, mask=mask):
             return scaled_dot_product_attention(q, k, v, mask)[0]

@@ -10,9 +10,9 @@ from dataclasses import dataclass
 
 import torch
 
+from course_lib.arguments import FLOATING, check_sentences, check_tensor, shape_of
 from course_lib.data.sentences import tokenize
 from course_lib.lessons.lookup import soft_attention
-from course_lib.nn.checks import shape_of
 from course_lib.seeding import make_generator
 
 STOP_WORDS = frozenset(
@@ -87,7 +87,11 @@ class Document:
         return len(self.facts)
 
     def embed(self, texts: Sequence[str]) -> torch.Tensor:
-        """Embed questions with the document's word vectors. Shape: (len(texts), d)."""
+        """Embed questions (a list of str, never one bare str) with the document's word vectors.
+        Shape: (len(texts), d)."""
+        texts = check_sentences("texts", texts)
+        if not texts:
+            raise ValueError("texts is empty: pass at least one text to embed")
         return torch.stack([embed_text(text, self.dim, self.seed) for text in texts])  # (Q, d)
 
 
@@ -130,6 +134,7 @@ def document_lookup(queries: torch.Tensor, document: Document, *, temperature: f
 
     Shapes: ``queries`` (B, d), ``mask`` (B, N) bool -> output (B, d), weights (B, N).
     """
+    check_tensor("queries", queries, dtype=FLOATING)
     if queries.dim() != 2 or queries.shape[-1] != document.keys.shape[-1]:
         raise ValueError(f"queries must have shape (B, d) with d = {document.keys.shape[-1]}, "
                          f"got {shape_of(queries)}")
@@ -156,6 +161,7 @@ def answer_questions(questions: Sequence[str], document: Document, *,
 
     Returns the answers and the attention weights (len(questions), N) for plotting.
     """
+    questions = check_sentences("questions", questions)
     outputs, weights = document_lookup(document.embed(questions), document,
                                        temperature=temperature)
     return decode_answers(outputs, document), weights

@@ -7,8 +7,15 @@ import math
 
 import torch
 
+from course_lib.arguments import (
+    FLOATING,
+    check_mask,
+    check_positive_number,
+    check_same_device,
+    check_tensor,
+    shape_of,
+)
 from course_lib.nn.attention import masked_softmax
-from course_lib.nn.checks import shape_of
 from course_lib.seeding import make_generator
 
 
@@ -47,20 +54,20 @@ def nadaraya_watson(x_query: torch.Tensor, x_train: torch.Tensor, y_train: torch
     nearest neighbour's ``y``; as ``σ → ∞`` the global mean of ``y`` (``σ = inf`` is allowed).
 
     Shapes: ``x_query`` (T,), ``x_train`` (S,), ``y_train`` (S,) or (S, C), ``mask`` (T, S) or
-    (S,) bool -> predictions (T,) or (T, C), weights (T, S).
+    (1, S) bool -> predictions (T,) or (T, C), weights (T, S).
     """
-    if not bandwidth > 0:
-        raise ValueError(f"bandwidth must be > 0, got {bandwidth}")
+    bandwidth = check_positive_number("bandwidth", bandwidth, allow_inf=True)
+    for name, x in (("x_query", x_query), ("x_train", x_train), ("y_train", y_train)):
+        check_tensor(name, x, dtype=FLOATING)
+    check_same_device(x_query=x_query, x_train=x_train, y_train=y_train)
     if x_query.dim() != 1 or x_train.dim() != 1:
         raise ValueError(f"x_query must have shape (M,) and x_train (N,), got "
                          f"{shape_of(x_query)} and {shape_of(x_train)}")
     if y_train.dim() not in (1, 2) or y_train.shape[0] != x_train.shape[0]:
         raise ValueError(f"y_train must have shape (N,) or (N, C) with N = {x_train.shape[0]} "
                          f"(the length of x_train), got {shape_of(y_train)}")
-    if mask is not None and shape_of(mask) not in ((x_query.shape[0], x_train.shape[0]),
-                                                  (x_train.shape[0],)):
-        raise ValueError(f"mask must have shape (M, N) = ({x_query.shape[0]}, "
-                         f"{x_train.shape[0]}) or (N,), got {shape_of(mask)}")
+    check_mask("mask", mask, (x_query.shape[0], x_train.shape[0]), what="(M, N)",
+               device=x_query.device)
     squared = (x_query.unsqueeze(1) - x_train.unsqueeze(0)).pow(2)  # (T, 1) - (1, S) -> (T, S)
     # Softmax ignores a shift per row: subtracting each row's smallest allowed distance keeps the
     # nearest point's score at exactly 0, so even a tiny σ gives the nearest neighbour, not NaN.

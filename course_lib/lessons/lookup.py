@@ -28,8 +28,15 @@ from dataclasses import dataclass
 
 import torch
 
+from course_lib.arguments import (
+    FLOATING,
+    check_mask,
+    check_same_device,
+    check_temperature,
+    check_tensor,
+    shape_of,
+)
 from course_lib.nn.attention import masked_softmax
-from course_lib.nn.checks import check_mask, check_temperature, shape_of
 from course_lib.nn.gumbel import gumbel_max_sample
 from course_lib.seeding import make_generator
 
@@ -42,9 +49,12 @@ def check_lookup_shapes(query: torch.Tensor, keys: torch.Tensor, values: torch.T
                         mask: torch.Tensor | None = None) -> tuple[int, int, int]:
     """Raise ``ValueError`` naming expected and actual shapes unless they fit together.
 
-    Shapes: ``query`` (B, d), ``keys`` (B, S, d), ``values`` (B, S, d_v), ``mask`` (B, S) bool.
-    Returns ``(B, S, d)``.
+    Shapes: ``query`` (B, d), ``keys`` (B, S, d), ``values`` (B, S, d_v), ``mask`` (B, S) bool
+    (each dimension may be 1). Returns ``(B, S, d)``.
     """
+    for name, x in (("query", query), ("keys", keys), ("values", values)):
+        check_tensor(name, x, dtype=FLOATING)
+    check_same_device(query=query, keys=keys, values=values)
     if keys.dim() != 3:
         raise ValueError(f"keys must have shape (B, S, d), got {shape_of(keys)}")
     batch, items, dim = keys.shape
@@ -54,7 +64,7 @@ def check_lookup_shapes(query: torch.Tensor, keys: torch.Tensor, values: torch.T
     if values.dim() != 3 or shape_of(values)[:2] != (batch, items):
         raise ValueError(f"values must have shape (B, S, d_v) = ({batch}, {items}, d_v) to match "
                          f"keys {shape_of(keys)}, got {shape_of(values)}")
-    check_mask(mask, (batch, items), "(B, S)")
+    check_mask("mask", mask, (batch, items), what="(B, S)", device=keys.device)
     return batch, items, dim
 
 
@@ -65,6 +75,8 @@ def lookup_scores(query: torch.Tensor, keys: torch.Tensor,
     Shapes: ``query`` (B, d), ``keys`` (B, S, d) -> scores (B, S).
     """
     check_temperature(temperature)
+    check_tensor("query", query, dtype=FLOATING)
+    check_tensor("keys", keys, dtype=FLOATING)
     if keys.dim() != 3 or shape_of(query) != (keys.shape[0], keys.shape[2]):
         raise ValueError(f"query (B, d) and keys (B, S, d) do not fit: got query "
                          f"{shape_of(query)} and keys {shape_of(keys)}")

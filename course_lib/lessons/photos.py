@@ -28,8 +28,14 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from course_lib.arguments import (
+    FLOATING,
+    check_same_device,
+    check_temperature,
+    check_tensor,
+    shape_of,
+)
 from course_lib.nn.attention import masked_softmax
-from course_lib.nn.checks import check_temperature, shape_of
 
 # The pip packages this module needs, by the module name each installs.
 PACKAGES = {"efficientnet_lite_pytorch": "efficientnet-lite-pytorch",
@@ -212,6 +218,9 @@ def grid_attention(query: torch.Tensor, grid: torch.Tensor,
     Shapes: ``query`` (B, C), ``grid`` (B, L, C) -> weights (B, L).
     """
     check_temperature(temperature)
+    check_tensor("query", query, dtype=FLOATING)
+    check_tensor("grid", grid, dtype=FLOATING)
+    check_same_device(query=query, grid=grid)
     if query.dim() != 2 or grid.dim() != 3:
         raise ValueError(f"expected query (B, C) and grid (B, L, C), got {shape_of(query)} "
                          f"and {shape_of(grid)}")

@@ -11,6 +11,7 @@ import numpy as np
 import torch
 from torch import nn
 
+from course_lib.arguments import check_int, check_pair
 from course_lib.data.batching import BatchIterator
 
 
@@ -29,7 +30,10 @@ def context_vectors(model: nn.Module, pairs: list[dict], vocabs, batch_size: int
 
 
 def word_at(pair: dict, distance_from_end: int) -> str | None:
-    """The English word ``distance_from_end`` words before the final full stop (0 = the last)."""
+    """The English word ``distance_from_end`` (an int >= 0) words before the final full stop
+    (0 = the last)."""
+    check_pair("pair", pair, ("en",))
+    distance_from_end = check_int("distance_from_end", distance_from_end, minimum=0)
     words = [t for t in pair["en"].split() if t[0].isalnum()]
     return words[-1 - distance_from_end] if distance_from_end < len(words) else None
 

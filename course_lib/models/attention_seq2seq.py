@@ -30,6 +30,7 @@ from dataclasses import dataclass
 import torch
 from torch import nn
 
+from course_lib.arguments import check_lengths, check_model_tokens, check_positive_int
 from course_lib.data.vocab import BOS_ID, EOS_ID, PAD_ID
 from course_lib.models.seq2seq import CELLS, Encoder, Seq2SeqConfig
 from course_lib.nn.attention import (
@@ -197,6 +198,8 @@ class AttentionSeq2Seq(nn.Module):
 
     def encode(self, src: torch.Tensor, src_lengths: torch.Tensor | None = None):
         """Annotations and the decoder's first state. Shapes: (B, S) -> EncodedSource, state."""
+        if src_lengths is not None and not isinstance(src_lengths, torch.Tensor):
+            src_lengths = check_lengths("src_lengths", src_lengths, None)
         annotations, context = self.encoder(src, src_lengths)  # (B, S, H), (B, H / 2)
         mask = src != PAD_ID  # (B, S)
         lengths = mask.sum(dim=1) if src_lengths is None else src_lengths.to(src.device)  # (B,)
@@ -206,7 +209,8 @@ class AttentionSeq2Seq(nn.Module):
 
     def forward(self, src: torch.Tensor, src_lengths: torch.Tensor | None, tgt_in: torch.Tensor):
         """Teacher forcing: step t reads y_{t−1} = ``tgt_in[:, t]``."""
-        if tgt_in.dim() != 2 or tgt_in.shape[0] != src.shape[0]:
+        check_model_tokens("tgt_in", tgt_in, self.embed, "the model's target vocabulary")
+        if tgt_in.shape[0] != src.shape[0]:
             raise ValueError(f"expected tgt_in of shape ({src.shape[0]}, T), got "
                              f"{tuple(tgt_in.shape)}")
         source, state = self.encode(src, src_lengths)
@@ -227,6 +231,7 @@ class AttentionSeq2Seq(nn.Module):
         Returns ids (B, T') with PAD after each row's EOS, and with ``return_attention`` also the
         weights (B, T', S) (zero rows after EOS).
         """
+        max_len = check_positive_int("max_len", max_len)
         source, state = self.encode(src, src_lengths)
         batch = src.shape[0]
         token = torch.full((batch,), BOS_ID, dtype=torch.long, device=src.device)

@@ -30,6 +30,14 @@ import torch
 from torch import nn
 from torch.nn import functional as F
 
+from course_lib.arguments import (
+    BOOL,
+    FLOATING,
+    check_model_tokens,
+    check_module_input,
+    check_positive_int,
+    check_tensor,
+)
 from course_lib.data.vocab import BOS_ID, EOS_ID, PAD_ID
 from course_lib.nn.attention import AdditiveScore, attention_context, masked_softmax
 from course_lib.nn.decoding import beam_search
@@ -126,6 +134,8 @@ class CNNEncoder(nn.Module):
         return height, width
 
     def forward(self, images: torch.Tensor) -> torch.Tensor:
+        check_tensor("images", images, dtype=FLOATING)
+        check_module_input("images", images, self)
         if images.dim() != 4 or images.shape[1] != self.config.in_channels:
             raise ValueError(f"expected images (B, {self.config.in_channels}, H, W), got "
                              f"{tuple(images.shape)}")
@@ -257,7 +267,9 @@ class ShowAttendTell(nn.Module):
 
     def forward(self, images: torch.Tensor, tgt_in: torch.Tensor) -> CaptionOutput:
         """Shapes: ``images`` (B, C_in, H_img, W_img), ``tgt_in`` (B, T) = BOS + caption."""
-        if tgt_in.dim() != 2 or tgt_in.shape[0] != images.shape[0]:
+        check_tensor("images", images, dtype=FLOATING, ndim=4)
+        check_model_tokens("tgt_in", tgt_in, self.decoder.embedding)
+        if tgt_in.shape[0] != images.shape[0]:
             raise ValueError(f"expected tgt_in of shape ({images.shape[0]}, T), got "
                              f"{tuple(tgt_in.shape)}")
         features, prepared = self.encode(images)
@@ -282,8 +294,7 @@ class ShowAttendTell(nn.Module):
         Shapes: ``images`` (B, C_in, H_img, W_img) -> tokens (B, T'), weights (B, T', L),
         scores (B,).
         """
-        if max_len < 1:
-            raise ValueError(f"max_len must be at least 1, got {max_len}")
+        max_len = check_positive_int("max_len", max_len)
         features, prepared = self.encode(images)
         state = self.decoder.initial_state(features)
         previous = torch.full((features.shape[0],), BOS_ID, dtype=torch.long,
@@ -342,6 +353,8 @@ def doubly_stochastic_penalty(weights: torch.Tensor, step_mask: torch.Tensor) ->
 
     Shapes: ``weights`` a_tj (B, T, L), ``step_mask`` (B, T) bool -> (B,).
     """
+    check_tensor("weights", weights, dtype=FLOATING)
+    check_tensor("step_mask", step_mask, dtype=BOOL)
     if weights.dim() != 3 or step_mask.shape != weights.shape[:2]:
         raise ValueError(f"expected weights (B, T, L) and step_mask (B, T), got "
                          f"{tuple(weights.shape)} and {tuple(step_mask.shape)}")

@@ -27,6 +27,13 @@ from typing import NamedTuple
 import torch
 from torch import nn
 
+from course_lib.arguments import (
+    FLOATING,
+    check_index,
+    check_model_tokens,
+    check_module_input,
+    check_tensor,
+)
 from course_lib.nn.gumbel import sample_item, straight_through_gumbel
 from course_lib.seeding import make_generator
 
@@ -54,7 +61,10 @@ class PointerTask:
     def __len__(self) -> int:
         return self.query.shape[0]
 
-    def batch(self, index: torch.Tensor) -> PointerTask:
+    def batch(self, index: torch.Tensor | list[int]) -> PointerTask:
+        """The lookups at the positions ``index`` (a non-empty list or 1-D integer tensor)."""
+        index = check_index("index", index, len(self))
+        index = [index] if isinstance(index, int) else index
         return PointerTask(self.query[index], self.keys[index], self.labels[index],
                            self.target_index[index], self.target[index])
 
@@ -146,6 +156,9 @@ class PointerNet(nn.Module):
 
     def scores(self, query: torch.Tensor, keys: torch.Tensor) -> torch.Tensor:
         """``e_j = qᵀ W_g k_j``. Shapes: (B, d), (B, S, d) -> (B, S)."""
+        for name, x in (("query", query), ("keys", keys)):
+            check_tensor(name, x, dtype=FLOATING)
+            check_module_input(name, x, self)
         if query.dim() != 2 or keys.dim() != 3 or keys.shape[0] != query.shape[0] \
                 or keys.shape[2] != self.config.dim or query.shape[1] != self.config.dim:
             raise ValueError(f"expected query (B, {self.config.dim}) and keys "
@@ -156,6 +169,8 @@ class PointerNet(nn.Module):
     def forward(self, query: torch.Tensor, keys: torch.Tensor, labels: torch.Tensor,
                 generator: torch.Generator | None = None) -> PointerOutput:
         scores = self.scores(query, keys)  # (B, S)
+        check_model_tokens("labels", labels, self.values, "the model's labels", "classes")
+        check_tensor("labels", labels, shape=scores.shape)
         values = self.values(labels)  # (B, S, d_v)
         estimator = self.config.estimator
         if estimator != "soft" and not self.training:

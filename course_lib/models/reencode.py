@@ -22,6 +22,7 @@ import torch
 from torch import nn
 from torch.nn.utils.rnn import pack_padded_sequence
 
+from course_lib.arguments import check_lengths, check_model_tokens
 from course_lib.data.vocab import PAD_ID
 
 
@@ -69,9 +70,15 @@ class ReencodingSeq2Seq(nn.Module):
 
     def forward(self, src: torch.Tensor, src_lengths: torch.Tensor | None,
                 tgt_in: torch.Tensor) -> torch.Tensor:
-        if src.dim() != 2 or tgt_in.dim() != 2 or tgt_in.shape[0] != src.shape[0]:
+        check_model_tokens("src", src, self.src_embed, "the model's source vocabulary",
+                           shape=("B", "S"))
+        check_model_tokens("tgt_in", tgt_in, self.tgt_embed, "the model's target vocabulary")
+        if tgt_in.shape[0] != src.shape[0]:
             raise ValueError(f"expected src (B, S) and tgt_in (B, T) with the same B, got "
                              f"{tuple(src.shape)} and {tuple(tgt_in.shape)}")
+        if src_lengths is not None:
+            src_lengths = check_lengths("src_lengths", src_lengths, src.shape[1],
+                                        batch=src.shape[0], limit="the length S of src")
         embedded_src = self.src_embed(src)  # (B, S, d_e)
         embedded_tgt = self.tgt_embed(tgt_in)  # (B, T, d_e)
         state = embedded_src.new_zeros(src.shape[0], self.config.hidden_size)  # s_0 = 0

@@ -15,6 +15,14 @@ import torch
 from torch import nn
 from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
 
+from course_lib.arguments import (
+    FLOATING,
+    check_lengths,
+    check_model_tokens,
+    check_module_input,
+    check_positive_int,
+    check_tensor,
+)
 from course_lib.data.vocab import BOS_ID, EOS_ID, PAD_ID
 
 CONTEXT_MODES = ("init", "every_step", "first_step", "both")
@@ -64,15 +72,15 @@ class Encoder(nn.Module):
                        if config.bidirectional else None)
 
     def forward(self, src: torch.Tensor, src_lengths: torch.Tensor | None = None):
-        if src.dim() != 2:
-            raise ValueError(f"expected src of shape (B, S), got {tuple(src.shape)}")
+        check_model_tokens("src", src, self.embed, "the model's source vocabulary",
+                           shape=("B", "S"))
+        if src_lengths is not None:
+            src_lengths = check_lengths("src_lengths", src_lengths, src.shape[1],
+                                        batch=src.shape[0], limit="the length S of src")
         embedded = self.dropout(self.embed(src))  # (B, S, d_e)
         if src_lengths is None:
             outputs, state = self.rnn(embedded)
         else:
-            if src_lengths.shape != src.shape[:1]:
-                raise ValueError(f"src_lengths must have shape ({src.shape[0]},), got "
-                                 f"{tuple(src_lengths.shape)}")
             packed = pack_padded_sequence(embedded, src_lengths.cpu(), batch_first=True,
                                           enforce_sorted=False)
             outputs, state = self.rnn(packed)
@@ -116,6 +124,13 @@ class Decoder(nn.Module):
         """Teacher-forced steps; ``start`` is the index of the step ``tokens[:, 0]`` feeds (0 for
         a whole sequence, t when generating one step at a time). Shapes: ``tokens`` (B, T),
         ``context`` (B, H) -> logits (B, T, V) and the last state."""
+        check_model_tokens("tokens", tokens, self.embed, "the model's target vocabulary")
+        check_tensor("context", context, dtype=FLOATING, shape=(tokens.shape[0], "H"))
+        check_module_input("context", context, self)
+        return self._run(tokens, context, state, start)
+
+    def _run(self, tokens: torch.Tensor, context: torch.Tensor, state=None, start: int = 0):
+        """:meth:`forward` without the checks: for the ids the model generates itself."""
         if state is None:
             state = self.initial_state(context)
         inputs = self.dropout(self.embed(tokens))  # (B, T, d_e)
@@ -146,7 +161,8 @@ class Seq2Seq(nn.Module):
         return self.encoder(src, src_lengths)[1]
 
     def forward(self, src, src_lengths, tgt_in):
-        logits, _ = self.decoder(tgt_in, self.encode(src, src_lengths))
+        check_model_tokens("tgt_in", tgt_in, self.decoder.embed, "the model's target vocabulary")
+        logits, _ = self.decoder._run(tgt_in, self.encode(src, src_lengths))
         return logits
 
     @torch.no_grad()
@@ -160,8 +176,8 @@ class Seq2Seq(nn.Module):
         token = torch.full((batch, 1), BOS_ID, dtype=torch.long, device=src.device)
         finished = torch.zeros(batch, dtype=torch.bool, device=src.device)
         generated = []
-        for step in range(max_len):
-            logits, state = self.decoder(token, context, state, start=step)  # (B, 1, V)
+        for step in range(check_positive_int("max_len", max_len)):
+            logits, state = self.decoder._run(token, context, state, start=step)  # (B, 1, V)
             token = logits.argmax(dim=-1)  # (B, 1)
             token = token.masked_fill(finished.unsqueeze(1), PAD_ID)
             generated.append(token)

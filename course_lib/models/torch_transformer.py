@@ -9,6 +9,7 @@ import warnings
 import torch
 from torch import nn
 
+from course_lib.arguments import check_lengths, check_model_tokens
 from course_lib.data.vocab import PAD_ID
 from course_lib.models.transformer import Transformer, TransformerConfig
 from course_lib.nn.positions import SinusoidalPositions
@@ -78,6 +79,11 @@ class TorchTransformer(nn.Module):
 
     def forward(self, src: torch.Tensor, src_lengths: torch.Tensor,
                 tgt_in: torch.Tensor) -> torch.Tensor:
+        check_model_tokens("src", src, self.src_embed, "the model's source vocabulary",
+                           shape=("B", "S"))
+        check_model_tokens("tgt_in", tgt_in, self.tgt_embed, "the model's target vocabulary")
+        src_lengths = check_lengths("src_lengths", src_lengths, src.shape[1], batch=src.shape[0],
+                                    limit="the length S of src").to(src.device)
         scale = math.sqrt(self.config.d_model)
         x = self.dropout(self.src_positions(self.src_embed(src) * scale))  # (B, S, D)
         y = self.dropout(self.tgt_positions(self.tgt_embed(tgt_in) * scale))  # (B, T, D)

@@ -26,6 +26,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from course_lib.arguments import check_lengths, check_model_tokens, check_positive_int
 from course_lib.data.vocab import BOS_ID, EOS_ID, PAD_ID
 from course_lib.nn.decoding import beam_search
 from course_lib.nn.positions import POSITIONS
@@ -237,16 +238,15 @@ class Transformer(nn.Module):
 
     def encode(self, src: torch.Tensor, src_lengths: torch.Tensor | None = None,
                maps: AttentionMaps | None = None) -> Memory:
-        """Run the encoder stack. Shapes: ``src`` (B, S) -> Memory((B, S, D), (B, S))."""
-        if src.dim() != 2 or src.dtype != torch.long:
-            raise ValueError(f"expected src of shape (B, S) and dtype long, got "
-                             f"{tuple(src.shape)} {src.dtype}")
+        """Run the encoder stack. Shapes: ``src`` (B, S) -> Memory((B, S, D), (B, S)); the
+        ``src_lengths`` (B,) lie in [1, S]."""
+        check_model_tokens("src", src, self.src_embed, "the model's source vocabulary",
+                           shape=("B", "S"))
         if src_lengths is None:
             mask = src != PAD_ID  # (B, S)
         else:
-            if src_lengths.shape != src.shape[:1]:
-                raise ValueError(f"src_lengths must have shape ({src.shape[0]},), got "
-                                 f"{tuple(src_lengths.shape)}")
+            src_lengths = check_lengths("src_lengths", src_lengths, src.shape[1],
+                                        batch=src.shape[0], limit="the length S of src")
             positions = torch.arange(src.shape[1], device=src.device)  # (S,)
             mask = positions.unsqueeze(0) < src_lengths.to(src.device).unsqueeze(1)  # (B, S)
         x = self.embed_source(src)
@@ -261,9 +261,15 @@ class Transformer(nn.Module):
         """Logits for every target position. With ``cache``, ``tgt_in`` holds only the new
         words, placed after the ``cache.length`` words already decoded. Shapes: ``tgt_in``
         (B, T) -> (B, T, V)."""
-        if tgt_in.dim() != 2 or tgt_in.shape[0] != memory.states.shape[0]:
+        check_model_tokens("tgt_in", tgt_in, self.tgt_embed, "the model's target vocabulary")
+        if tgt_in.shape[0] != memory.states.shape[0]:
             raise ValueError(f"expected tgt_in of shape (B, T) with B = "
                              f"{memory.states.shape[0]}, got {tuple(tgt_in.shape)}")
+        return self._decode(tgt_in, memory, cache, maps)
+
+    def _decode(self, tgt_in: torch.Tensor, memory: Memory, cache: DecoderCache | None = None,
+                maps: AttentionMaps | None = None) -> torch.Tensor:
+        """:meth:`decode` without the checks: for the ids the model generates itself."""
         offset = 0 if cache is None else cache.length
         y = self.embed_target(tgt_in, offset)
         for index, layer in enumerate(self.decoder_layers):
@@ -298,8 +304,7 @@ class Transformer(nn.Module):
         """y_t = argmax_w p(w | y_<t, x) from BOS until every row has produced EOS (or
         ``max_len``). ``use_cache=False`` recomputes the whole prefix at every step (same
         output, slower). Returns (B, T') ids; positions after a row's EOS hold PAD."""
-        if max_len < 1:
-            raise ValueError(f"max_len must be at least 1, got {max_len}")
+        max_len = check_positive_int("max_len", max_len)
         memory = self.encode(src, src_lengths)
         batch = src.shape[0]
         cache = self.new_cache() if use_cache else None
@@ -307,7 +312,7 @@ class Transformer(nn.Module):
         finished = torch.zeros(batch, dtype=torch.bool, device=src.device)
         for _ in range(max_len):
             new_words = prefix[:, -1:] if use_cache else prefix  # (B, 1) or (B, t)
-            logits = self.decode(new_words, memory, cache)[:, -1]  # (B, V)
+            logits = self._decode(new_words, memory, cache)[:, -1]  # (B, V)
             token = logits.argmax(dim=-1).masked_fill(finished, PAD_ID)  # (B,)
             prefix = torch.cat([prefix, token.unsqueeze(1)], dim=1)  # (B, t + 1)
             finished |= token == EOS_ID
@@ -326,7 +331,7 @@ class Transformer(nn.Module):
                         memory.mask.repeat_interleave(beam_size, dim=0))  # (B·n_beam, S)
 
         def step(previous, cache):
-            logits = self.decode(previous.unsqueeze(1), memory, cache)[:, -1]  # (B·n_beam, V)
+            logits = self._decode(previous.unsqueeze(1), memory, cache)[:, -1]  # (B·n_beam, V)
             return torch.log_softmax(logits.float(), dim=-1), cache, None
 
         result = beam_search(step, self.new_cache(), DecoderCache.reorder, src.shape[0],

@@ -1,2 +1,2 @@
 """Attention building blocks: scores, masked softmax, masks, multi-head attention, positions,
-similarity, Gumbel sampling, input checks, sliding windows and decoding."""
+similarity, Gumbel sampling, sliding windows and decoding."""

@@ -20,15 +20,29 @@ source sentence, ``forward(query, prepared)`` the query-side part at every decod
 may be one step (B, d_q) or all steps at once (B, T, d_q).
 
 Masks are boolean with True = "may attend" (the convention of
-``torch.nn.functional.scaled_dot_product_attention``).
+``torch.nn.functional.scaled_dot_product_attention``), with the rank of the scores they mask:
+size-1 dimensions broadcast, missing ones do not (a (B, S) padding mask on (B, T, S) scores is
+``mask[:, None, :]``).
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import torch
 from torch import nn
 
-from course_lib.nn.checks import shape_of
+from course_lib.arguments import (
+    FLOATING,
+    check_int,
+    check_lengths,
+    check_mask,
+    check_module_input,
+    check_same_device,
+    check_same_dtype,
+    check_tensor,
+    shape_of,
+)
 
 
 def masked_softmax(scores: torch.Tensor, mask: torch.Tensor | None = None,
@@ -39,17 +53,13 @@ def masked_softmax(scores: torch.Tensor, mask: torch.Tensor | None = None,
     overflow to NaN), and the weights of masked items are then set to exactly zero. A fully
     masked row therefore gives all-zero weights instead of NaN.
 
-    Shapes: ``scores`` (..., S) and ``mask`` broadcastable to it -> weights of ``scores``' shape.
+    Shapes: ``scores`` (..., S) floating point, ``mask`` of the same rank, each dimension equal
+    to the scores' or 1 -> weights of ``scores``' shape.
     """
+    check_tensor("scores", scores, dtype=FLOATING)
     if mask is None:
         return torch.softmax(scores, dim=dim)
-    if mask.dtype != torch.bool:
-        raise TypeError(f"mask must be a torch.bool tensor (True = may attend), got {mask.dtype}")
-    try:
-        torch.broadcast_shapes(mask.shape, scores.shape)
-    except RuntimeError:
-        raise ValueError(f"mask of shape {shape_of(mask)} does not broadcast to scores of shape "
-                         f"{shape_of(scores)}") from None
+    check_mask("mask", mask, shape_of(scores), device=scores.device)
     filled = scores.masked_fill(~mask, torch.finfo(scores.dtype).min)
     return torch.softmax(filled, dim=dim).masked_fill(~mask, 0.0)
 
@@ -59,6 +69,10 @@ def attention_context(weights: torch.Tensor, values: torch.Tensor) -> torch.Tens
 
     Shapes: ``weights`` (B, S) or (B, T, S), ``values`` (B, S, d_v) -> (B, d_v) or (B, T, d_v).
     """
+    check_tensor("weights", weights, dtype=FLOATING)
+    check_tensor("values", values, dtype=FLOATING)
+    check_same_device(weights=weights, values=values)
+    check_same_dtype(weights=weights, values=values)
     if values.dim() != 3 or weights.dim() not in (2, 3) or weights.shape[0] != values.shape[0] \
             or weights.shape[-1] != values.shape[1]:
         raise ValueError(f"expected weights (B, S) or (B, T, S) and values (B, S, d_v) with the "
@@ -68,14 +82,22 @@ def attention_context(weights: torch.Tensor, values: torch.Tensor) -> torch.Tens
     return weights @ values  # (B, T, S) @ (B, S, d_v) -> (B, T, d_v)
 
 
-def _check_query(query: torch.Tensor, prepared: torch.Tensor, query_size: int) -> None:
+def _check_query(query: torch.Tensor, prepared: torch.Tensor, module: AttentionScore) -> None:
+    check_tensor("query", query, dtype=FLOATING)
+    # prepared comes from the module's parameters: matching it matches them
+    check_same_device(prepared=prepared, query=query)
+    check_same_dtype(prepared=prepared, query=query)
+    query_size = module.query_size
     if query.dim() not in (2, 3) or query.shape[-1] != query_size \
             or query.shape[0] != prepared.shape[0]:
         raise ValueError(f"expected query (B, d_q) or (B, T, d_q) with B = {prepared.shape[0]} "
                          f"and d_q = {query_size}, got {shape_of(query)}")
 
 
-def _check_keys(keys: torch.Tensor, key_size: int) -> None:
+def _check_keys(keys: torch.Tensor, module: AttentionScore) -> None:
+    check_tensor("keys", keys, dtype=FLOATING)
+    check_module_input("keys", keys, module)
+    key_size = module.key_size
     if keys.dim() != 3 or keys.shape[-1] != key_size:
         raise ValueError(f"expected keys (B, S, {key_size}), got {shape_of(keys)}")
 
@@ -90,7 +112,7 @@ class AttentionScore(nn.Module):
     key_size: int
 
     def prepare(self, keys: torch.Tensor) -> torch.Tensor:
-        _check_keys(keys, self.key_size)
+        _check_keys(keys, self)
         return keys
 
     def score(self, query: torch.Tensor, keys: torch.Tensor) -> torch.Tensor:
@@ -122,7 +144,7 @@ class DotScore(AttentionScore):
         self.scaled = scaled
 
     def forward(self, query: torch.Tensor, prepared: torch.Tensor) -> torch.Tensor:
-        _check_query(query, prepared, self.query_size)
+        _check_query(query, prepared, self)
         scores = self._dot(query, prepared)
         return scores / self.query_size ** 0.5 if self.scaled else scores
 
@@ -141,7 +163,7 @@ class GeneralScore(DotScore):
         self.W = nn.Linear(key_size, query_size, bias=False)
 
     def prepare(self, keys: torch.Tensor) -> torch.Tensor:
-        _check_keys(keys, self.key_size)
+        _check_keys(keys, self)
         return self.W(keys)  # W_g h_j, (B, S, d_q)
 
 
@@ -162,14 +184,14 @@ class AdditiveScore(AttentionScore):
         self.v = nn.Linear(attention_size, 1, bias=False)
 
     def prepare(self, keys: torch.Tensor) -> torch.Tensor:
-        _check_keys(keys, self.key_size)
+        _check_keys(keys, self)
         return self.U(keys)  # (B, S, d_a)
 
     def _query_part(self, query: torch.Tensor) -> torch.Tensor:
         return self.W(query)
 
     def forward(self, query: torch.Tensor, prepared: torch.Tensor) -> torch.Tensor:
-        _check_query(query, prepared, self.query_size)
+        _check_query(query, prepared, self)
         projected = self._query_part(query)  # (B, d_a) or (B, T, d_a)
         if query.dim() == 2:
             hidden = torch.tanh(projected.unsqueeze(1) + prepared)  # (B, 1, d_a) + (B, S, d_a)
@@ -195,7 +217,7 @@ class ConcatScore(AdditiveScore):
         self.v = nn.Linear(attention_size, 1, bias=False)
 
     def prepare(self, keys: torch.Tensor) -> torch.Tensor:
-        _check_keys(keys, self.key_size)
+        _check_keys(keys, self)
         key_columns = self.W_a.weight[:, self.query_size:]  # (d_a, d_k)
         return keys @ key_columns.T + self.W_a.bias  # (B, S, d_a)
 
@@ -224,10 +246,12 @@ def make_score(name: str, query_size: int, key_size: int, scaled: bool = False
     return SCORES[name](query_size, key_size)
 
 
-def padding_mask(lengths: torch.Tensor, max_len: int) -> torch.Tensor:
-    """True at the first ``lengths[b]`` positions of every row. Shapes: (B,) -> (B, max_len)."""
-    if lengths.dim() != 1:
-        raise ValueError(f"expected lengths of shape (B,), got {shape_of(lengths)}")
+def padding_mask(lengths: torch.Tensor | Sequence[int], max_len: int) -> torch.Tensor:
+    """True at the first ``lengths[b]`` positions of every row; ``lengths`` are integers in
+    [0, ``max_len``] (0: an empty row, all False), a tensor or a list. Shapes: (B,) ->
+    (B, max_len), on the device of ``lengths``."""
+    max_len = check_int("max_len", max_len, minimum=0)
+    lengths = check_lengths("lengths", lengths, max_len, minimum=0)
     positions = torch.arange(max_len, device=lengths.device)  # (S,)
     return positions.unsqueeze(0) < lengths.unsqueeze(1)  # (B, S)
 
@@ -245,11 +269,14 @@ def local_attention(scores: torch.Tensor, center: torch.Tensor, half_width: int,
 
     Shapes: ``scores`` (B, S), ``center`` p (B,), ``mask`` (B, S) bool -> weights (B, S).
     """
+    check_tensor("scores", scores, dtype=FLOATING)
+    check_tensor("center", center)
     if scores.dim() != 2 or center.shape != scores.shape[:1]:
         raise ValueError(f"expected scores (B, S) and center (B,), got {shape_of(scores)} and "
                          f"{shape_of(center)}")
-    if half_width < 0:
-        raise ValueError(f"half_width r must be >= 0, got {half_width}")
+    check_same_device(scores=scores, center=center)
+    half_width = check_int("half_width", half_width, minimum=0)
+    check_mask("mask", mask, shape_of(scores), what="(B, S)", device=scores.device)
     positions = torch.arange(scores.shape[1], device=scores.device, dtype=scores.dtype)  # (S,)
     distance = positions.unsqueeze(0) - center.unsqueeze(1).to(scores.dtype)  # (B, S)
     window = distance.abs() <= half_width  # (B, S)

@@ -12,6 +12,8 @@ import math
 import torch
 from torch import nn
 
+from course_lib.arguments import FLOATING, check_module_input, check_tensor
+
 
 class _Cell(nn.Module):
     """Weights for ``gates`` blocks of ``hidden_size`` rows, uniform in ±1/√hidden_size."""
@@ -30,13 +32,19 @@ class _Cell(nn.Module):
         for parameter in self.parameters():
             nn.init.uniform_(parameter, -bound, bound)
 
-    def _check(self, x: torch.Tensor, *states: torch.Tensor | None) -> None:
+    def _check(self, x: torch.Tensor, **states: torch.Tensor | None) -> None:
+        check_tensor("x", x, dtype=FLOATING)
+        check_module_input("x", x, self)
         if x.dim() != 2 or x.shape[1] != self.input_size:
             raise ValueError(f"expected x of shape (B, {self.input_size}), got {tuple(x.shape)}")
-        for state in states:
-            if state is not None and state.shape != (x.shape[0], self.hidden_size):
-                raise ValueError(f"expected a state of shape ({x.shape[0]}, {self.hidden_size}),"
-                                 f" got {tuple(state.shape)}")
+        for name, state in states.items():
+            if state is None:
+                continue
+            check_tensor(name, state, dtype=FLOATING)
+            check_module_input(name, state, self)
+            if state.shape != (x.shape[0], self.hidden_size):
+                raise ValueError(f"expected {name}, a state of shape ({x.shape[0]}, "
+                                 f"{self.hidden_size}), got {tuple(state.shape)}")
 
     def _zeros(self, x: torch.Tensor) -> torch.Tensor:
         return x.new_zeros(x.shape[0], self.hidden_size)
@@ -46,7 +54,7 @@ class ScratchRNNCell(_Cell):
     """The Elman RNN cell: h' = tanh(W_ih x + b_ih + W_hh h + b_hh)."""
 
     def forward(self, x: torch.Tensor, h: torch.Tensor | None = None) -> torch.Tensor:
-        self._check(x, h)
+        self._check(x, h=h)
         h = self._zeros(x) if h is None else h
         return torch.tanh(x @ self.weight_ih.T + self.bias_ih + h @ self.weight_hh.T
                           + self.bias_hh)
@@ -65,7 +73,7 @@ class ScratchGRUCell(_Cell):
     gates = 3
 
     def forward(self, x: torch.Tensor, h: torch.Tensor | None = None) -> torch.Tensor:
-        self._check(x, h)
+        self._check(x, h=h)
         h = self._zeros(x) if h is None else h
         from_x = (x @ self.weight_ih.T + self.bias_ih).chunk(3, dim=-1)  # 3 × (B, H)
         from_h = (h @ self.weight_hh.T + self.bias_hh).chunk(3, dim=-1)  # 3 × (B, H)
@@ -94,7 +102,7 @@ class ScratchLSTMCell(_Cell):
     def forward(self, x: torch.Tensor, state: tuple[torch.Tensor, torch.Tensor] | None = None
                 ) -> tuple[torch.Tensor, torch.Tensor]:
         h, c = (None, None) if state is None else state
-        self._check(x, h, c)
+        self._check(x, **{"state[0]": h, "state[1]": c})
         h = self._zeros(x) if h is None else h
         c = self._zeros(x) if c is None else c
         gates = x @ self.weight_ih.T + self.bias_ih + h @ self.weight_hh.T + self.bias_hh

@@ -14,6 +14,7 @@ from typing import Any, NamedTuple
 
 import torch
 
+from course_lib.arguments import check_positive_int
 from course_lib.data.vocab import BOS_ID, EOS_ID, PAD_ID
 
 # step(previous words (B·n_beam,), state) -> (log-probabilities (B·n_beam, V), new state,
@@ -54,9 +55,9 @@ def beam_search(step: StepFn, state: Any, reorder: ReorderFn, batch: int, beam_s
     every input (the best unfinished one where none finished within ``max_len``), ranked by
     :func:`length_normalised` with ``alpha``. With ``alpha`` = 0 the search stops as soon as no
     live hypothesis can overtake the best finished one (same result, fewer steps)."""
-    if beam_size < 1 or max_len < 1:
-        raise ValueError(f"beam_size and max_len must be at least 1, got {beam_size} and "
-                         f"{max_len}")
+    batch = check_positive_int("batch", batch)
+    beam_size = check_positive_int("beam_size", beam_size)
+    max_len = check_positive_int("max_len", max_len)
     K = beam_size  # n_beam
     scores = torch.full((batch, K), float("-inf"), device=device)
     scores[:, 0] = 0.0  # one live hypothesis per input to start with

@@ -16,6 +16,15 @@ import operator
 
 import torch
 
+from course_lib.arguments import (
+    BOOL,
+    FLOATING,
+    check_int,
+    check_same_device,
+    check_same_dtype,
+    check_tensor,
+)
+
 
 def window_mask(queries: int, keys: int | None = None, half_width: int = 0, causal: bool = False,
                 device: torch.device | str | None = None) -> torch.Tensor:
@@ -59,11 +68,11 @@ def reach(mask: torch.Tensor, layers: int) -> torch.Tensor:
     Shapes: ``mask`` (T, T) bool (self-attention) -> (T, T) bool, True = input j reaches
     output t.
     """
-    if mask.dtype != torch.bool or mask.dim() != 2 or mask.shape[0] != mask.shape[1]:
-        raise ValueError(f"expected a square (T, T) bool mask, got {tuple(mask.shape)} "
-                         f"{mask.dtype}")
-    if not isinstance(layers, int) or layers < 1:
-        raise ValueError(f"layers must be an int >= 1, got {layers!r}")
+    check_tensor("mask", mask, dtype=BOOL, ndim=2)
+    if mask.shape[0] != mask.shape[1]:
+        raise ValueError(f"mask must be a square (T, T) self-attention mask, got "
+                         f"{tuple(mask.shape)}")
+    layers = check_int("layers", layers, minimum=1)
     eye = torch.eye(mask.shape[0], dtype=torch.bool, device=mask.device)  # (T, T)
     step = (mask | eye).float()  # (T, T): one layer, residual included
     reached = step
@@ -89,13 +98,16 @@ def blockwise_attention(query: torch.Tensor, key: torch.Tensor, value: torch.Ten
     Shapes: ``query`` (..., T, d_k), ``key`` (..., S, d_k), ``value`` (..., S, d_v) ->
     (..., T, d_v).
     """
+    for name, x in (("query", query), ("key", key), ("value", value)):
+        check_tensor(name, x, dtype=FLOATING)
+    check_same_device(query=query, key=key, value=value)
+    check_same_dtype(query=query, key=key, value=value)
     if query.dim() < 2 or key.shape[:-2] != query.shape[:-2] or key.shape[-1] != query.shape[-1] \
             or value.shape[:-1] != key.shape[:-1]:
         raise ValueError(f"expected query (..., T, d_k), key (..., S, d_k) and value "
                          f"(..., S, d_v), got {tuple(query.shape)}, {tuple(key.shape)} and "
                          f"{tuple(value.shape)}")
-    if block_size < 1:
-        raise ValueError(f"block_size must be >= 1, got {block_size}")
+    block_size = check_int("block_size", block_size, minimum=1)
     scale = 1.0 / math.sqrt(query.shape[-1])
     running_max = torch.full((*query.shape[:-1], 1), float("-inf"), dtype=query.dtype,
                              device=query.device)  # (..., T, 1)

@@ -14,7 +14,13 @@ from collections.abc import Sequence
 
 import torch
 
-from course_lib.nn.checks import check_mask, shape_of
+from course_lib.arguments import (
+    FLOATING,
+    check_mask,
+    check_temperature,
+    check_tensor,
+    shape_of,
+)
 
 
 def gumbel_noise(shape: Sequence[int], *, generator: torch.Generator | None = None,
@@ -47,9 +53,9 @@ def gumbel_max_sample(logits: torch.Tensor, *, mask: torch.Tensor | None = None,
 
     Shapes: ``logits`` (B, S), ``mask`` (B, S) bool -> indices (B,) int64.
     """
-    if logits.dim() != 2:
-        raise ValueError(f"logits must have shape (B, S), got {shape_of(logits)}")
-    check_mask(mask, shape_of(logits), "(B, S)")
+    check_tensor("logits", logits, dtype=FLOATING, shape=("B", "S"))
+    check_mask("mask", mask, shape_of(logits), what="(B, S)", scores="logits",
+               device=logits.device)
     dtype = torch.promote_types(logits.dtype, torch.float32)  # fp16 uniforms are too coarse
     noise = gumbel_noise(shape_of(logits), generator=generator, dtype=dtype,
                          device=logits.device)  # (B, S)
@@ -80,8 +86,9 @@ def straight_through_gumbel(scores: torch.Tensor, temperature: float = 1.0,
     does, without its rounding error in the forward value). Masked items
     (False) are never picked. Shapes: ``scores`` (B, S) -> weights (B, S).
     """
-    if temperature <= 0:
-        raise ValueError(f"temperature must be positive, got {temperature}")
+    check_temperature(temperature)
+    check_tensor("scores", scores, dtype=FLOATING, shape=("B", "S"))
+    check_mask("mask", mask, shape_of(scores), what="(B, S)", device=scores.device)
     perturbed = scores + gumbel_noise(scores.shape, generator=generator, dtype=scores.dtype,
                          device=scores.device)
     if mask is not None:
@@ -98,6 +105,7 @@ def sample_item(scores: torch.Tensor, generator: torch.Generator | None = None
 
     Shapes: ``scores`` (B, S) -> index (B,), log-probability (B,).
     """
+    check_tensor("scores", scores, dtype=FLOATING, shape=("B", "S"))
     index = (scores.detach() + gumbel_noise(scores.shape, generator=generator, dtype=scores.dtype,
                          device=scores.device)).argmax(-1)
     log_prob = torch.log_softmax(scores, dim=-1).gather(-1, index.unsqueeze(-1)).squeeze(-1)

@@ -15,6 +15,8 @@ from __future__ import annotations
 import torch
 from torch import nn
 
+from course_lib.arguments import FLOATING, check_device, check_int, check_tensor
+
 
 def frequencies(d_model: int) -> torch.Tensor:
     """ω_i = 10000^(-2i / D) for i = 0 … D/2 - 1. Shape: (D / 2,)."""
@@ -42,10 +44,13 @@ def offset_rotation(offset: float, d_model: int) -> torch.Tensor:
     return torch.block_diag(*blocks).float()  # (D/2, 2, 2) blocks -> (D, D)
 
 
-def _check_input(x: torch.Tensor, d_model: int, offset: int, max_len: int) -> None:
-    if x.dim() != 3 or x.shape[-1] != d_model:
-        raise ValueError(f"expected x of shape (B, T, {d_model}), got {tuple(x.shape)}")
-    if offset < 0 or offset + x.shape[1] > max_len:
+def _check_input(x: torch.Tensor, module: nn.Module, offset: int) -> None:
+    d_model, max_len = module.d_model, module.max_len
+    check_tensor("x", x, dtype=FLOATING, shape=("B", "T", d_model))
+    table = module.table if isinstance(module.table, torch.Tensor) else module.table.weight
+    check_device("x", x, table.device, "the module's table is")
+    offset = check_int("offset", offset, minimum=0)
+    if offset + x.shape[1] > max_len:
         raise ValueError(f"positions {offset} to {offset + x.shape[1] - 1} are beyond "
                          f"max_len = {max_len}; build the encoding with a larger max_len")
 
@@ -59,7 +64,7 @@ class SinusoidalPositions(nn.Module):
         self.register_buffer("table", sinusoidal_table(max_len, d_model), persistent=False)
 
     def forward(self, x: torch.Tensor, offset: int = 0) -> torch.Tensor:
-        _check_input(x, self.d_model, offset, self.max_len)
+        _check_input(x, self, offset)
         return x + self.table[offset:offset + x.shape[1]].to(x.dtype)
 
 
@@ -73,7 +78,7 @@ class LearnedPositions(nn.Module):
         nn.init.normal_(self.table.weight, std=0.02)
 
     def forward(self, x: torch.Tensor, offset: int = 0) -> torch.Tensor:
-        _check_input(x, self.d_model, offset, self.max_len)
+        _check_input(x, self, offset)
         return x + self.table.weight[offset:offset + x.shape[1]]
 
 

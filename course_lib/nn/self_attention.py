@@ -12,8 +12,10 @@ Two implementations give the same numbers:
   ``torch.nn.functional.scaled_dot_product_attention``; on a GPU that dispatches to fused
   (flash / memory-efficient) kernels that never store the weights.
 
-Masks are boolean with True = "may attend", as everywhere in the course. A query with no key to
-attend to gets an all-zero output and all-zero weights, never NaN.
+Masks are boolean with True = "may attend", as everywhere in the course, with the rank of the
+scores (..., T, S): size-1 dimensions broadcast, missing ones do not (a (T, S) causal mask over
+(B, h, T, S) scores is ``causal_mask(T)[None, None]``). A query with no key to attend to gets an
+all-zero output and all-zero weights, never NaN.
 """
 
 from __future__ import annotations
@@ -24,31 +26,36 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from course_lib.arguments import (
+    BOOL,
+    FLOATING,
+    check_int,
+    check_mask,
+    check_module_input,
+    check_same_device,
+    check_same_dtype,
+    check_tensor,
+    shape_of,
+)
 from course_lib.nn.attention import masked_softmax
-from course_lib.nn.checks import shape_of
 
 IMPLEMENTATIONS = ("explicit", "fused")
 
 
 def _check_qkv(query: torch.Tensor, key: torch.Tensor, value: torch.Tensor,
                mask: torch.Tensor | None) -> None:
+    for name, x in (("query", query), ("key", key), ("value", value)):
+        check_tensor(name, x, dtype=FLOATING)
+    check_same_device(query=query, key=key, value=value)
+    check_same_dtype(query=query, key=key, value=value)
     if query.dim() < 2 or key.dim() != query.dim() or value.dim() != query.dim() \
             or query.shape[-1] != key.shape[-1] or key.shape[-2] != value.shape[-2] \
             or query.shape[:-2] != key.shape[:-2] or key.shape[:-2] != value.shape[:-2]:
         raise ValueError(f"expected query (..., T, d_k), key (..., S, d_k) and value "
                          f"(..., S, d_v) with the same leading dimensions, got {shape_of(query)}, "
                          f"{shape_of(key)} and {shape_of(value)}")
-    if mask is None:
-        return
-    if mask.dtype != torch.bool:
-        raise TypeError(f"mask must be a torch.bool tensor (True = may attend), got {mask.dtype}")
-    scores_shape = (*query.shape[:-1], key.shape[-2])
-    try:
-        if torch.broadcast_shapes(mask.shape, scores_shape) != scores_shape:
-            raise RuntimeError
-    except RuntimeError:
-        raise ValueError(f"mask of shape {shape_of(mask)} does not broadcast to the scores' shape "
-                         f"{scores_shape} (..., T, S)") from None
+    check_mask("mask", mask, (*query.shape[:-1], key.shape[-2]), what="(..., T, S)",
+               device=query.device)
 
 
 def scaled_dot_product_attention(query: torch.Tensor, key: torch.Tensor, value: torch.Tensor,
@@ -61,7 +68,8 @@ def scaled_dot_product_attention(query: torch.Tensor, key: torch.Tensor, value: 
     start out saturated. ``dropout`` (when ``training``) drops weights after the softmax.
 
     Shapes: ``query`` (..., T, d_k), ``key`` (..., S, d_k), ``value`` (..., S, d_v), ``mask``
-    broadcastable to (..., T, S) -> output (..., T, d_v), weights (..., T, S).
+    (..., T, S), each dimension equal to the scores' or 1 -> output (..., T, d_v), weights
+    (..., T, S).
     """
     _check_qkv(query, key, value, mask)
     scores = query @ key.transpose(-2, -1) / math.sqrt(query.shape[-1])  # (..., T, S)
@@ -97,9 +105,11 @@ def causal_mask(queries: int, keys: int | None = None,
     """True where query t may see key j: ``j <= t + (S - T)`` (t and j counting from 0).
 
     The last query sits at the last key's position, so with a cache of S - T earlier tokens the
-    T new queries see every cached key and the new keys up to their own. Shape: (T, S).
+    T new queries see every cached key and the new keys up to their own. Shape: (T, S); pass it
+    as ``causal_mask(T, S)[None]`` over (B, T, S) scores, ``[None, None]`` over (B, h, T, S).
     """
-    keys = queries if keys is None else keys
+    queries = check_int("queries", queries, minimum=0)
+    keys = queries if keys is None else check_int("keys", keys, minimum=0)
     if keys < queries:
         raise ValueError(f"a causal mask needs at least as many keys as queries, got T = "
                          f"{queries} and S = {keys}")
@@ -146,8 +156,8 @@ class MultiHeadAttention(nn.Module):
 
     ``forward(query, key=None, value=None)`` (key and value default to the query:
     self-attention). Masks, True = may attend: ``key_mask`` (B, S) marks real (non-padding)
-    keys; ``attn_mask`` (T, S), (B, T, S) or (B, h, T, S), where B and h may be 1;
-    ``causal=True`` adds
+    keys; ``attn_mask`` (B, T, S) or (B, h, T, S), where B and h may be 1 (a (T, S) mask shared
+    by every sentence is ``attn_mask[None]``); ``causal=True`` adds
     :func:`causal_mask`. ``need_weights=True`` also returns the per-head weights (B, h, T, S),
     computed explicitly. ``cache`` (:class:`KVCache`) holds the keys and values of earlier
     decoding steps.
@@ -211,6 +221,8 @@ class MultiHeadAttention(nn.Module):
 
     def _check_inputs(self, query: torch.Tensor, key: torch.Tensor, value: torch.Tensor) -> None:
         for name, x in (("query", query), ("key", key), ("value", value)):
+            check_tensor(name, x, dtype=FLOATING)
+            check_module_input(name, x, self)
             if x.dim() != 3 or x.shape[-1] != self.d_model or x.shape[0] != query.shape[0]:
                 raise ValueError(f"expected {name} of shape (B, length, {self.d_model}) with B = "
                                  f"{query.shape[0] if query.dim() else '?'}, got {shape_of(x)}")
@@ -223,27 +235,18 @@ class MultiHeadAttention(nn.Module):
         """All masks as one boolean (B or 1, h or 1, T, S), or None when nothing is masked."""
         mask = None
         if key_mask is not None:
-            if key_mask.dtype != torch.bool or key_mask.shape != (batch, keys):
-                raise ValueError(f"expected key_mask of shape ({batch}, {keys}) and dtype bool, "
-                                 f"got {shape_of(key_mask)} {key_mask.dtype}")
+            check_tensor("key_mask", key_mask, dtype=BOOL, shape=(batch, keys), device=device)
             mask = key_mask[:, None, None, :]  # (B, 1, 1, S)
         if attn_mask is not None:
-            if attn_mask.dtype != torch.bool:
-                raise TypeError(f"attn_mask must be torch.bool (True = may attend), got "
-                                f"{attn_mask.dtype}")
-            full = {2: (queries, keys), 3: (batch, queries, keys),
-                    4: (batch, self.num_heads, queries, keys)}.get(attn_mask.dim())
-            # B and h may be 1 (shared by every sentence or head); T and S must match.
-            if full is None or tuple(attn_mask.shape[-2:]) != full[-2:] or any(
-                    size not in (1, expected)
-                    for size, expected in zip(attn_mask.shape[:-2], full[:-2], strict=True)):
-                raise ValueError(f"expected attn_mask of shape (T, S) = ({queries}, {keys}), "
-                                 f"(B, T, S) or (B, h, T, S) (B and h may be 1), got "
-                                 f"{shape_of(attn_mask)}")
+            # (B, T, S) or (B, h, T, S); B and h may be 1 (shared by every sentence or head).
+            four = isinstance(attn_mask, torch.Tensor) and attn_mask.dim() == 4
+            full = (batch, self.num_heads, queries, keys) if four else (batch, queries, keys)
+            check_mask("attn_mask", attn_mask, full, device=device,
+                       what="(B, h, T, S)" if four else "(B, T, S) or (B, h, T, S)")
             extra = attn_mask.unsqueeze(1) if attn_mask.dim() == 3 else attn_mask
             mask = extra if mask is None else mask & extra
         if causal:
-            extra = causal_mask(queries, keys, device)  # (T, S)
+            extra = causal_mask(queries, keys, device)[None, None]  # (1, 1, T, S)
             mask = extra if mask is None else mask & extra
         return mask
 

@@ -12,23 +12,23 @@ from its inputs.
 
 from __future__ import annotations
 
-import math
 from collections.abc import Sequence
 
 import torch
 
-
-def _need_tensor(name: str, value: object) -> torch.Tensor:
-    if not isinstance(value, torch.Tensor):
-        raise TypeError(f"{name} must be a torch.Tensor, got {type(value).__name__}")
-    return value
+from course_lib.arguments import (
+    FLOATING,
+    check_positive_int,
+    check_same_device,
+    check_same_dtype,
+    check_temperature,
+    check_tensor,
+    check_token_ids,
+)
 
 
 def _need_float(name: str, value: object) -> torch.Tensor:
-    tensor = _need_tensor(name, value)
-    if not tensor.is_floating_point():
-        raise TypeError(f"{name} must be a floating-point tensor, got dtype {tensor.dtype}")
-    return tensor
+    return check_tensor(name, value, dtype=FLOATING)
 
 
 def _need_matrix(name: str, value: object, what: str = "(V, d)") -> torch.Tensor:
@@ -44,14 +44,7 @@ def _need_matrix(name: str, value: object, what: str = "(V, d)") -> torch.Tensor
 
 
 def _check_indices(indices: object, vocab_size: int) -> torch.Tensor:
-    indices = _need_tensor("indices", indices)
-    if indices.dtype not in (torch.int8, torch.int16, torch.int32, torch.int64, torch.uint8):
-        raise TypeError(f"indices must be an integer tensor, got dtype {indices.dtype}")
-    if indices.numel() and (int(indices.min()) < 0 or int(indices.max()) >= vocab_size):
-        raise IndexError(f"indices must lie in [0, {vocab_size - 1}] for a vocabulary of "
-                         f"{vocab_size} words, got values from {int(indices.min())} to "
-                         f"{int(indices.max())}")
-    return indices.long()
+    return check_token_ids("indices", indices, vocab_size).long()
 
 
 def one_hot(indices: torch.Tensor, vocab_size: int,
@@ -60,8 +53,7 @@ def one_hot(indices: torch.Tensor, vocab_size: int,
 
     Shapes: ``indices`` (...) integer -> (..., vocab_size) of ``dtype``.
     """
-    if not isinstance(vocab_size, int) or vocab_size < 1:
-        raise ValueError(f"vocab_size must be a positive int, got {vocab_size!r}")
+    vocab_size = check_positive_int("vocab_size", vocab_size)
     return torch.nn.functional.one_hot(_check_indices(indices, vocab_size), vocab_size).to(dtype)
 
 
@@ -83,7 +75,7 @@ def one_hot_lookup(embeddings: torch.Tensor, indices: torch.Tensor) -> torch.Ten
     Shapes: ``embeddings`` (V, d), ``indices`` (...) integer -> (..., d).
     """
     embeddings = _need_matrix("embeddings", embeddings)
-    indices = _need_tensor("indices", indices).to(embeddings.device)
+    indices = check_tensor("indices", indices).to(embeddings.device)
     x = one_hot(indices, embeddings.shape[0], dtype=embeddings.dtype)
     return x @ embeddings  # (..., V) @ (V, d) -> (..., d)
 
@@ -93,7 +85,13 @@ def one_hot_lookup(embeddings: torch.Tensor, indices: torch.Tensor) -> torch.Ten
 # ---------------------------------------------------------------------------------------------
 
 
-def _check_same_width(a: torch.Tensor, b: torch.Tensor, names: str) -> None:
+def _check_same_width(a: torch.Tensor, b: torch.Tensor, names: str,
+                      product: bool = False) -> None:
+    """Same device, same last dimension, and for a matrix ``product`` the same dtype."""
+    first, second = names.split(" and ")
+    check_same_device(**{first: a, second: b})
+    if product:
+        check_same_dtype(**{first: a, second: b})
     if a.shape[-1] != b.shape[-1]:
         raise ValueError(f"{names} must have the same vector size d (last dimension), got "
                          f"shapes {tuple(a.shape)} and {tuple(b.shape)}")
@@ -120,7 +118,7 @@ def cosine_matrix(a: torch.Tensor, b: torch.Tensor, eps: float = 1e-8) -> torch.
     Shapes: ``a`` (N, d), ``b`` (M, d) -> (N, M).
     """
     a, b = _need_matrix("a", a, "(N, d)"), _need_matrix("b", b, "(M, d)")
-    _check_same_width(a, b, "a and b")
+    _check_same_width(a, b, "a and b", product=True)
     a_unit = a / a.norm(dim=-1, keepdim=True).clamp_min(eps)  # (N, d)
     b_unit = b / b.norm(dim=-1, keepdim=True).clamp_min(eps)  # (M, d)
     return a_unit @ b_unit.T  # (N, M)
@@ -138,7 +136,8 @@ def preference_scores(user_tastes: torch.Tensor, movie_features: torch.Tensor) -
     """
     user_tastes = _need_matrix("user_tastes", user_tastes, "(U, F)")
     movie_features = _need_matrix("movie_features", movie_features, "(M, F)")
-    _check_same_width(user_tastes, movie_features, "user_tastes and movie_features")
+    _check_same_width(user_tastes, movie_features, "user_tastes and movie_features",
+                      product=True)
     return user_tastes @ movie_features.T  # (U, F) @ (F, M) -> (U, M)
 
 
@@ -157,11 +156,10 @@ def softmax_with_temperature(scores: torch.Tensor, temperature: float = 1.0,
     Shapes: ``scores`` (..., n) -> (..., n), every slice along ``dim`` sums to one.
     """
     scores = _need_float("scores", scores)
-    if isinstance(temperature, bool) or not isinstance(temperature, (int, float)):
-        raise TypeError(f"temperature must be a number, got {type(temperature).__name__}")
-    if not (math.isfinite(temperature) and temperature > 0):
-        raise ValueError(f"temperature must be a finite number > 0, got {temperature}")
-    return torch.softmax(scores / temperature, dim=dim)
+    temperature = check_temperature(temperature)
+    # Shifting by the largest score first keeps e_i / τ from overflowing for a small τ.
+    shifted = scores - scores.amax(dim=dim, keepdim=True) if scores.numel() else scores
+    return torch.softmax(shifted / temperature, dim=dim)
 
 
 def entropy(probs: torch.Tensor, dim: int = -1) -> torch.Tensor:
@@ -185,7 +183,7 @@ def output_distribution(hidden: torch.Tensor, output_embeddings: torch.Tensor,
     """
     hidden = _need_float("hidden", hidden)
     output_embeddings = _need_matrix("output_embeddings", output_embeddings)
-    _check_same_width(hidden, output_embeddings, "hidden and output_embeddings")
+    _check_same_width(hidden, output_embeddings, "hidden and output_embeddings", product=True)
     logits = hidden @ output_embeddings.T  # (..., d) @ (d, V) -> (..., V)
     return logits, softmax_with_temperature(logits, temperature)
 
@@ -218,8 +216,7 @@ def top_k_words(scores: torch.Tensor, words: Sequence[str], k: int = 5) -> list[
     if scores.dim() != 1 or scores.shape[0] != len(words):
         raise ValueError(f"scores must have shape (len(words),) = ({len(words)},), got "
                          f"{tuple(scores.shape)}")
-    if not isinstance(k, int) or k < 1:
-        raise ValueError(f"k must be a positive int, got {k!r}")
+    k = check_positive_int("k", k)
     values, indices = scores.topk(min(k, len(words)))
     return [(words[int(i)], float(v)) for v, i in zip(values, indices, strict=True)]
 
