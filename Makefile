@@ -4,7 +4,7 @@
 # and one for the measured results:
 #   make reproduce   retrain every experiment for SEEDS (default 0-4), regenerate docs/results.md
 # and two for reading and teaching without a kernel:
-#   make site        the course as an offline website (PROFILE=fast builds it in about a minute)
+#   make site        the course as an offline website (PROFILE=fast: tiny models, for checks)
 #   make slides      one reveal.js deck per lesson, for instructors
 # Kept to GNU Make 3.81 features (the make that macOS ships).
 
