@@ -1,3 +1,6 @@
+"""BLEU as the course computes it: sacreBLEU's score on the course's own tokens, overall and
+by source-length bucket."""
+
 import pytest
 import sacrebleu
 

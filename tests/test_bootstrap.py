@@ -77,7 +77,7 @@ def test_second_run_is_a_no_op(bootstrap, monkeypatch):
 
 def test_kernel_registered_by_setup_is_the_one_notebooks_declare(bootstrap):
     import course_lib
-    from course_lib.course.nbhygiene import KERNELSPEC
+    from course_lib.nbhygiene import KERNELSPEC
 
     assert bootstrap.KERNEL_NAME == course_lib.KERNEL_NAME == KERNELSPEC["name"]
     assert bootstrap.KERNEL_DISPLAY_NAME == KERNELSPEC["display_name"]

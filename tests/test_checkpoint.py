@@ -1,3 +1,6 @@
+"""Checkpoints: a model saved with its config loads back exactly, with ``weights_only=True``, and
+every way a load can go wrong is explained."""
+
 from dataclasses import dataclass
 
 import pytest

@@ -1,3 +1,6 @@
+"""Device choice: ``COURSE_DEVICE`` overrides, then CUDA, MPS and CPU; bad overrides are
+explained; tensors move with ``to_device``."""
+
 from collections import namedtuple
 from dataclasses import dataclass
 

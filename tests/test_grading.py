@@ -344,7 +344,10 @@ def test_gradebook_write_is_atomic(tmp_path, monkeypatch):
     assert out.read_text() == "previous gradebook\n"
 
 
-def test_gradebook_inside_submissions_is_refused(tmp_path):
+@pytest.mark.parametrize("sandbox", [True, False], ids=["with-bwrap", "without-bwrap"])
+def test_gradebook_inside_submissions_is_refused(tmp_path, monkeypatch, sandbox):
+    """The paths are checked before anything else, so the check holds with or without bwrap."""
+    monkeypatch.setattr(grade_module, "sandbox_available", lambda: sandbox)
     (tmp_path / "subs").mkdir()
     with pytest.raises(GradingError, match="must not be inside the submissions"):
         grade(tmp_path / "subs", tmp_path / "subs" / "gradebook.csv")

@@ -1,3 +1,6 @@
+"""Lesson 03's lookups: soft attention as a convex combination with masks and temperature, hard
+attention as an argmax, and sampling with Gumbel noise."""
+
 import math
 
 import pytest

@@ -1,4 +1,4 @@
-"""Committed notebooks follow course_lib.course.nbhygiene's policy (fix with
+"""Committed notebooks follow course_lib.nbhygiene's policy (fix with
 `course clean-notebooks`)."""
 
 from pathlib import Path
@@ -6,7 +6,7 @@ from pathlib import Path
 import nbformat
 import pytest
 
-from course_lib.course.nbhygiene import KERNELSPEC, clean, clean_files, notebook_paths, problems
+from course_lib.nbhygiene import KERNELSPEC, clean, clean_files, notebook_paths, problems
 
 ROOT = Path(__file__).resolve().parent.parent
 NOTEBOOKS = notebook_paths([ROOT / d for d in ("notebooks", "solutions", "exercises")

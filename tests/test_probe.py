@@ -1,3 +1,6 @@
+"""The linear probe of lessons 02 and 03: which word sits at a distance from the end, and a
+probe that reads it back only where it is stored."""
+
 import pytest
 import torch
 

@@ -1,3 +1,6 @@
+"""Seeds give the same draws and profiles the right sizes: ``seed_everything``,
+``make_generator``, ``COURSE_PROFILE`` and ``by_profile``."""
+
 import random
 
 import numpy as np

@@ -1,3 +1,6 @@
+"""The encoder–decoder without attention: padding never read, a causal decoder that uses its
+context, the four hand-overs, a padded loss, and a model that learns to copy."""
+
 from dataclasses import replace
 
 import pytest

@@ -1,3 +1,6 @@
+"""Lesson 00's toy problem: the spirals data, the classifier's input checks, and the recorder of
+decision boundaries."""
+
 import pytest
 import torch
 

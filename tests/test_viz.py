@@ -1,3 +1,6 @@
+"""The course's plots: attention heat maps, training curves with one panel per unit, live plots,
+decision boundaries, images with attention, BLEU by length and ``show_source``."""
+
 import matplotlib
 
 matplotlib.use("Agg")

@@ -1,1 +1,1 @@
-"""Course tooling: the ``course`` command, environment check, notebook hygiene, syllabus."""
+"""Course tooling: the ``course`` command, environment check, syllabus, site and slides."""

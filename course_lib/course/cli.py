@@ -21,6 +21,9 @@ from __future__ import annotations
 import argparse
 import sys
 
+# The commands that read or write the repository's notebooks, solutions, results or docs.
+NEEDS_CHECKOUT = {"assign", "grade", "reproduce", "results", "bench", "site", "slides"}
+
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="course", description=__doc__.split("\n\n")[0])
@@ -113,12 +116,20 @@ def add_publishing_commands(commands) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
+    if args.command in NEEDS_CHECKOUT:
+        from course_lib.paths import NotACheckout, require_checkout
+
+        try:
+            require_checkout(f"course {args.command}")
+        except NotACheckout as error:
+            print(error, file=sys.stderr)
+            return 1
     if args.command == "check":
         from course_lib.course.check import run_check
 
         return run_check(as_json=args.json)
     if args.command == "clean-notebooks":
-        from course_lib.course.nbhygiene import clean_files
+        from course_lib.nbhygiene import clean_files
 
         changed = clean_files(args.paths)
         for path in changed:

@@ -9,8 +9,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from course_lib.course.study_time import stated_minutes
-
-COURSE_ROOT = Path(__file__).resolve().parents[2]
+from course_lib.paths import COURSE_ROOT
 
 
 @dataclass(frozen=True)

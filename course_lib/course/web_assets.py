@@ -20,9 +20,9 @@ import urllib.request
 from dataclasses import dataclass
 from pathlib import Path
 
-from course_lib.course.syllabus import COURSE_ROOT
+from course_lib.paths import cache_dir
 
-CACHE = COURSE_ROOT / ".cache" / "web-assets"
+CACHE = cache_dir("web-assets")
 
 
 @dataclass(frozen=True)

@@ -31,6 +31,7 @@ from dataclasses import asdict, dataclass
 from importlib.metadata import version
 from pathlib import Path
 
+from course_lib import paths
 from course_lib.data import lexicon as lex
 from course_lib.data.sentences import (
     Sampler,
@@ -157,7 +158,7 @@ class Corpus:
         return {"train": self.train, "valid": self.valid, "test": self.test}
 
 
-DEFAULT_CACHE = Path(__file__).resolve().parents[2] / ".cache" / "corpus"
+DEFAULT_CACHE = paths.cache_dir("corpus")  # .cache/corpus in the checkout
 
 
 def load_corpus(config: CorpusConfig | None = None, cache_dir: Path | None = DEFAULT_CACHE,

@@ -5,9 +5,10 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Iterable, Sequence
 
-PAD, BOS, EOS, UNK = "<pad>", "<bos>", "<eos>", "<unk>"
-SPECIALS = (PAD, BOS, EOS, UNK)
-PAD_ID, BOS_ID, EOS_ID, UNK_ID = range(4)
+from course_lib.tokens import BOS, BOS_ID, EOS, EOS_ID, PAD, PAD_ID, SPECIALS, UNK, UNK_ID
+
+# The special tokens are defined in course_lib.tokens and importable from here too.
+__all__ = ["BOS", "BOS_ID", "EOS", "EOS_ID", "PAD", "PAD_ID", "SPECIALS", "UNK", "UNK_ID", "Vocab"]
 
 
 class Vocab:

@@ -35,7 +35,6 @@ from typing import Any
 import torch
 from torch import nn
 
-from course_lib.course.syllabus import COURSE_ROOT
 from course_lib.data.vocab import PAD_ID
 from course_lib.device import bench_devices
 from course_lib.experiments.bench_report import TARGETS, performance_markdown
@@ -45,6 +44,7 @@ from course_lib.models import count_parameters
 from course_lib.models.torch_transformer import TorchTransformer
 from course_lib.models.transformer import Transformer, TransformerConfig, label_smoothed_loss
 from course_lib.nn.self_attention import MultiHeadAttention
+from course_lib.paths import COURSE_ROOT
 from course_lib.profile import PROFILE_ENV, by_profile
 from course_lib.seeding import seed_everything
 from course_lib.timing import paired_medians, peak_memory

@@ -23,7 +23,6 @@ from pathlib import Path
 
 from tqdm.auto import tqdm
 
-from course_lib.course.syllabus import COURSE_ROOT
 from course_lib.data.captions import DATASETS
 from course_lib.experiments.bottleneck import (
     BOTTLENECK_MODELS,
@@ -44,6 +43,7 @@ from course_lib.experiments.transformer import (
     transformer_table,
 )
 from course_lib.experiments.translation import TRANSLATORS
+from course_lib.paths import COURSE_ROOT
 from course_lib.profile import get_profile
 
 RESULTS_PAGE = COURSE_ROOT / "docs" / "results.md"

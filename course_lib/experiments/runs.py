@@ -22,13 +22,13 @@ from typing import Any
 import torch
 from torch import nn
 
-from course_lib.course.syllabus import COURSE_ROOT
+from course_lib.paths import COURSE_ROOT, cache_dir
 from course_lib.profile import get_profile
 from course_lib.train.checkpoint import CheckpointError, load_checkpoint, save_checkpoint
 
 DEFAULT_SEED = 0
 # Trained models, keyed by their settings; COURSE_MODEL_CACHE moves the folder (read at import).
-MODEL_CACHE = Path(os.environ.get("COURSE_MODEL_CACHE") or COURSE_ROOT / ".cache" / "models")
+MODEL_CACHE = Path(os.environ.get("COURSE_MODEL_CACHE") or cache_dir("models"))
 RESULTS_DIR = COURSE_ROOT / "results"
 
 

@@ -16,8 +16,6 @@ import nbformat
 from nbgrader.apps import NbGraderAPI
 from nbgrader.coursedir import CourseDirectory
 
-from course_lib.course.nbhygiene import clean
-from course_lib.course.syllabus import COURSE_ROOT
 from course_lib.grading.config import (
     RELEASE_DIRECTORY,
     SOURCE_DIRECTORY,
@@ -25,6 +23,8 @@ from course_lib.grading.config import (
     lessons_with_exercises,
     nbgrader_config,
 )
+from course_lib.nbhygiene import clean
+from course_lib.paths import COURSE_ROOT
 
 
 class AssignError(RuntimeError):

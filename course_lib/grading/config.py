@@ -14,7 +14,7 @@ from pathlib import Path
 
 from traitlets.config import Config
 
-from course_lib.course.syllabus import COURSE_ROOT
+from course_lib.paths import COURSE_ROOT
 
 SOURCE_DIRECTORY = "solutions"
 RELEASE_DIRECTORY = "exercises"

@@ -42,7 +42,6 @@ from nbgrader.preprocessors import (
 )
 from sqlalchemy.exc import SAWarning
 
-from course_lib.course.syllabus import COURSE_ROOT
 from course_lib.grading.config import (
     DEFAULT_CELL_TIMEOUT_S,
     DEFAULT_MEMORY_GB,
@@ -59,6 +58,7 @@ from course_lib.grading.hidden import HiddenTestError, key_file_for, load_or_cre
 from course_lib.grading.sandbox import SandboxedExecute, sandbox_available
 from course_lib.grading.unit import exercises_of, failure_text, grade_one
 from course_lib.grading.verdict import load_reference
+from course_lib.paths import COURSE_ROOT
 
 # ---------------------------------------------------------------------------------------------
 # nbgrader set-up
@@ -140,6 +140,10 @@ def grade(submissions: Path, out: Path, *, root: Path = COURSE_ROOT,
                            f"{submissions}: grading never writes there")
     if isinstance(workers, bool) or not isinstance(workers, int) or workers < 1:
         raise GradingError(f"workers must be a whole number >= 1, got {workers!r}")
+    key_file = Path(key_file).resolve() if key_file else key_file_for(out)
+    if key_file.is_relative_to(submissions):
+        raise GradingError(f"the grading key {key_file} must not be inside the submissions "
+                           f"folder {submissions}: students' folders reach the sandbox")
     if not sandbox_available() and not unsafe:
         raise GradingError(
             "bubblewrap (bwrap) is not available, so submissions cannot be isolated. Install it "
@@ -148,10 +152,6 @@ def grade(submissions: Path, out: Path, *, root: Path = COURSE_ROOT,
     if not lessons:
         raise GradingError(f"no exercise sources under {root / SOURCE_DIRECTORY}")
     ensure_environment_on_path()
-    key_file = Path(key_file).resolve() if key_file else key_file_for(out)
-    if key_file.is_relative_to(submissions):
-        raise GradingError(f"the grading key {key_file} must not be inside the submissions "
-                           f"folder {submissions}: students' folders reach the sandbox")
     key = load_or_create_key(key_file)
 
     units, unlisted = grading_units(submissions)

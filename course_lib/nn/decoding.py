@@ -15,7 +15,7 @@ from typing import Any, NamedTuple
 import torch
 
 from course_lib.arguments import check_positive_int
-from course_lib.data.vocab import BOS_ID, EOS_ID, PAD_ID
+from course_lib.tokens import BOS_ID, EOS_ID, PAD_ID
 
 # step(previous words (B·n_beam,), state) -> (log-probabilities (B·n_beam, V), new state,
 #                                             something to keep per word (B·n_beam, ...) or None)
