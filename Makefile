@@ -21,7 +21,12 @@ LAB_OPTIONS ?=
 ALLOW_ROOT := $(if $(filter 0,$(shell id -u)),--allow-root)
 # Notebooks under test run in the fast profile (tiny sizes); `make test-full` runs what a learner runs.
 NOTEBOOK_DIRS := notebooks solutions
-PYTEST_NOTEBOOKS := --nbval-lax --nbval-current-env --nbval-cell-timeout=600
+PYTEST_NOTEBOOKS := --nbval-lax --nbval-current-env
+# A cell of the fast profile takes seconds, so one still running after FAST_CELL_TIMEOUT has hung
+# (a kernel that stopped answering): the test fails then, naming the notebook and the cell. The
+# full profile trains inside cells, for up to an hour.
+FAST_CELL_TIMEOUT ?= 180
+FULL_CELL_TIMEOUT ?= 3600
 # One pytest worker per core; a test file or notebook stays on one worker, in order (loadscope),
 # and tests/conftest.py gives each worker its share of the cores' threads. PYTEST_PARALLEL= runs
 # everything in one process.
@@ -45,11 +50,12 @@ lab: setup
 test: setup
 	$(BIN)/ruff check .
 	COURSE_PROFILE=fast $(BIN)/python -m pytest $(PYTEST_PARALLEL) tests $(NOTEBOOK_DIRS) \
-		$(PYTEST_NOTEBOOKS) --durations=15
+		$(PYTEST_NOTEBOOKS) --nbval-cell-timeout=$(FAST_CELL_TIMEOUT) --durations=15
 
 test-full: setup
 	COURSE_PROFILE=full $(BIN)/python -m pytest tests -m slow
-	COURSE_PROFILE=full $(BIN)/python -m pytest $(NOTEBOOK_DIRS) $(PYTEST_NOTEBOOKS)
+	COURSE_PROFILE=full $(BIN)/python -m pytest $(NOTEBOOK_DIRS) $(PYTEST_NOTEBOOKS) \
+		--nbval-cell-timeout=$(FULL_CELL_TIMEOUT)
 
 reproduce: setup
 	COURSE_PROFILE=full $(BIN)/course reproduce all --seeds $(SEEDS)
