@@ -233,9 +233,13 @@ def open_in_lab(browser, lab, path: str):
 CURRENT_PATH = f"() => {NOTEBOOK} && {NOTEBOOK}.context && {NOTEBOOK}.context.path"
 
 
-def wait_until_open(page, path: str) -> None:
-    """Wait until the lab's current tab shows the file ``path`` (relative to the lab's root)."""
-    page.wait_for_function(f"(path) => ({CURRENT_PATH})() === path", arg=path, timeout=120_000)
+def wait_until_open(page, path: str, holding: str | None = None) -> None:
+    """Wait until the lab's current tab shows the file ``path`` (relative to the lab's root),
+    loaded (and, for a text file, with ``holding`` in its text)."""
+    page.wait_for_function(
+        f"([path, holding]) => ({CURRENT_PATH})() === path && {NOTEBOOK}.context.isReady && "
+        f"(holding === null || {NOTEBOOK}.context.model.toString().includes(holding))",
+        arg=[path, holding], timeout=120_000)
 
 
 def open_from_file_browser(page, *names: str) -> None:
@@ -256,15 +260,13 @@ def test_make_lab_opens_lesson_00_and_reaches_exercises_and_docs(browser, lab):
     page.screenshot(path=str(SCREENSHOTS / "lab-start.png"))
     # a link in the lesson opens the docs page inside the lab
     page.locator(".jp-RenderedMarkdown a", has_text=re.compile("^notation$")).first.click()
-    wait_until_open(page, "docs/notation.md")
+    wait_until_open(page, "docs/notation.md", holding="Notation")
     page.evaluate("() => window.jupyterapp.commands.execute('filebrowser:activate')")
     open_from_file_browser(page, "exercises", "04_bahdanau", "04_bahdanau_exercises.ipynb")
     wait_until_open(page, "exercises/04_bahdanau/04_bahdanau_exercises.ipynb")
     page.screenshot(path=str(SCREENSHOTS / "lab-exercise-from-file-browser.png"))
     open_from_file_browser(page, "docs", "setup.md")
-    wait_until_open(page, "docs/setup.md")
-    assert "make lab" in page.evaluate(
-        f"() => {NOTEBOOK}.context.model.toString()"), "docs/setup.md opened empty"
+    wait_until_open(page, "docs/setup.md", holding="make lab")
     page.screenshot(path=str(SCREENSHOTS / "lab-docs-from-file-browser.png"))
     page.close()
 
