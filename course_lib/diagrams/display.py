@@ -40,7 +40,8 @@ class Display:
         return scale if self.fills else min(1.0, scale)
 
 
-# JupyterLab's --jp-content-font-size1, and an output area of a notebook beside the file browser
+# JupyterLab's --jp-content-font-size1; 800 px is narrower than a notebook's cell area beside
+# the open file browser in a 1400 px window (about 960 px in the browser test's screenshot)
 LAB = Display("lab", body_px=14, width_px=800)
 SITE = Display("site", body_px=16, width_px=688)  # the book theme's cell output width
 # the slide's figure area: reveal.js's 960 × 700 slide less the heading above the figure
