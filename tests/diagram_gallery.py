@@ -19,7 +19,7 @@ from course_lib.diagrams import (
     show_attend_tell_diagram,
     transformer_diagram,
 )
-from course_lib.experiments.bottleneck import translator_config
+from course_lib.experiments.bottleneck import bottleneck_config
 from course_lib.experiments.captioning import CaptioningSettings
 from course_lib.experiments.transformer import TransformerSettings
 from course_lib.models.attention_seq2seq import AttentionSeq2SeqConfig
@@ -34,19 +34,18 @@ def lesson_diagrams():
     lesson_02 = Seq2SeqConfig(200, 300, embed_dim=64, hidden_size=128)
     for handover in HANDOVERS:
         yield f"02-{handover}", encoder_decoder_diagram(lesson_02, handover)
-    none = translator_config("none")
+    none = bottleneck_config("none")
     yield "03-every_step", encoder_decoder_diagram(none, "every_step")
     yield "03-per-step", context_per_step_diagram(none)
-    yield "04-bahdanau", bahdanau_diagram(translator_config("bahdanau"))
-    yield "05-luong-local", luong_diagram(translator_config("luong-local"))
+    yield "04-bahdanau", bahdanau_diagram(bottleneck_config("bahdanau"))
+    yield "05-luong-local", luong_diagram(bottleneck_config("luong-local"))
     yield "06-hard-soft", hard_vs_soft_diagram(HardAttentionConfig(n_classes=16), items=8)
-    settings = CaptioningSettings.for_profile()
     digits = caption_set("digits", 6, "train", seed=0)
-    config = settings.model_config("digits", caption_vocab([digits]))
+    config = CaptioningSettings.build("digits", 0, caption_vocab([digits])).model
     yield "07-show-attend-tell", show_attend_tell_diagram(config, tuple(digits.images.shape[2:]))
     yield "08-self-attention", self_attention_diagram(d_model=16, d_k=16, batch=1, length=10)
     yield "09-heads", heads_diagram(d_model=12, num_heads=3, batch=2, length=5)
-    yield "10-transformer", transformer_diagram(TransformerSettings.for_profile().model)
+    yield "10-transformer", transformer_diagram(TransformerSettings.build(0).model)
     yield "11-kv-cache", kv_cache_diagram(d_model=32, num_heads=4, step=5, batch=2)
 
 
@@ -65,7 +64,7 @@ def wide_diagrams():
         yield f"wide-05-{local}-{feeding}-{score}", luong_diagram(luong, WIDE, WIDE)
     yield "wide-06-hard-soft", hard_vs_soft_diagram(
         HardAttentionConfig(dim=WIDE, value_dim=WIDE, n_classes=WIDE), items=WIDE, batch=WIDE)
-    settings = CaptioningSettings.for_profile()
+    settings = CaptioningSettings.build("digits", 0, ["word"] * WIDE)
     for gate in (True, False):
         config = replace(settings.model, vocab_size=WIDE, hidden_size=WIDE, embed_dim=WIDE,
                          gate=gate)
@@ -73,7 +72,7 @@ def wide_diagrams():
     yield "wide-08-self-attention", self_attention_diagram(WIDE, WIDE, WIDE, WIDE)
     yield "wide-09-heads", heads_diagram(WIDE * 5, 5, WIDE, WIDE)
     for norm_first in (True, False):
-        config = replace(TransformerSettings.for_profile().model, d_model=WIDE, d_ff=WIDE,
+        config = replace(TransformerSettings.build(0).model, d_model=WIDE, d_ff=WIDE,
                          tgt_vocab_size=WIDE, norm_first=norm_first, num_encoder_layers=12,
                          num_decoder_layers=12)
         yield f"wide-10-norm-first-{norm_first}", transformer_diagram(config, WIDE, WIDE, WIDE)

@@ -26,3 +26,13 @@ def run_reproduce(experiment: str, *args: str, out_dir) -> subprocess.CompletedP
          "--out-dir", str(out_dir)],
         capture_output=True, text=True, timeout=600,
         env={**os.environ, "COURSE_PROFILE": "fast", "COURSE_DEVICE": "cpu"})
+
+
+def full_profile_result(reproduce, seed: int, out_dir) -> dict:
+    """``reproduce(seed=...)``'s result in the full profile (``make test-full``), written to
+    ``out_dir``; the test is skipped in any other profile."""
+    import pytest
+
+    if os.environ.get("COURSE_PROFILE") != "full":
+        pytest.skip("the targets are for the full profile (make test-full)")
+    return reproduce(seed=seed, progress=False, out_dir=out_dir).result

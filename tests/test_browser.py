@@ -87,11 +87,17 @@ def slides_url():
     server.shutdown()
 
 
+PAGE_TIMEOUT_MS = 120_000
+
+
 class Watched:
     """A page that records console errors, failed responses and requests to other hosts."""
 
     def __init__(self, browser, base: str):
         self.page = browser.new_page(viewport={"width": 1280, "height": 900})
+        # An upper bound for a 2-core machine that also runs a test worker and its kernels:
+        # a page that loads at all loads within it; the tests judge what loads, not how fast.
+        self.page.set_default_timeout(PAGE_TIMEOUT_MS)
         self.base, self.errors, self.outside = base, [], []
         self.page.on("console", lambda m: m.type == "error" and self.errors.append(m.text))
         self.page.on("pageerror", lambda e: self.errors.append(str(e)))

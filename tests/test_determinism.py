@@ -9,7 +9,7 @@ import os
 import subprocess
 import sys
 
-from course_lib.experiments.bottleneck import BottleneckSettings
+from course_lib.experiments.bottleneck import bottleneck_training
 
 from .reproduce_cli import without_times
 
@@ -64,7 +64,7 @@ def test_a_run_repeats_exactly_even_on_a_busy_machine():
     assert without_times(quiet) == without_times(loaded)
     # The comparison is not vacuous: every model trained for its full step budget and the
     # histories carry real losses.
-    steps = BottleneckSettings.for_profile(seed).train.steps
+    steps = bottleneck_training().steps
     assert quiet["bottleneck"]["models"]["bahdanau"]["steps"] == steps
     assert quiet["histories"]["bahdanau"][-1]["steps"] == steps
     assert all(len(h) >= 1 and h[0]["train_loss"] > 0 for h in quiet["histories"].values())

@@ -294,3 +294,27 @@ def test_the_lower_layers_work_from_the_package_alone(tmp_path):
     assert result.returncode == 0, result.stderr[-3000:]
     assert "course results needs the course's source checkout" in result.stderr
     assert len(names) > 40
+
+
+# Test files named for a property checked across the package, not for one module.
+PROPERTY_TESTS = {"bad_input", "determinism", "device_agnostic", "environment_files", "exercises",
+                  "grading", "hidden_tests", "layers", "make_lab", "multi_head_lesson",
+                  "notebook_timeout", "readme_and_layout", "slides_overflow", "untrusted",
+                  "browser", "bootstrap"}
+
+
+def test_every_test_file_is_named_for_a_module_or_a_listed_property():
+    """`test_NAME.py` tests module NAME (``NAME_experiment``: the experiment of that name), so a
+    module renamed or removed leaves a test file that fails here instead of drifting."""
+    modules = {path.stem for path in PACKAGE.rglob("*.py")} | \
+        {path.name for path in PACKAGE.iterdir() if path.is_dir()}
+    experiments = {path.stem for path in (PACKAGE / "experiments").glob("*.py")}
+    stray = []
+    for path in sorted((ROOT / "tests").glob("test_*.py")):
+        name = path.stem.removeprefix("test_")
+        if name in PROPERTY_TESTS or name in modules or \
+                name.removesuffix("_experiment") in experiments:
+            continue
+        stray.append(path.name)
+    assert not stray, f"test files named after no module of course_lib: {stray}"
+    assert PROPERTY_TESTS <= {p.stem.removeprefix("test_") for p in (ROOT / "tests").glob("*.py")}

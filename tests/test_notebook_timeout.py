@@ -1,9 +1,11 @@
 """A notebook cell that hangs fails `make test` quickly, naming the notebook and the cell: the
 fast-profile cell timeout is minutes, not the full profile's hour, and nbval's timeout stops even
-a kernel that ignores interrupts."""
+a kernel that ignores interrupts. A kernel that dies in a cell fails it at once, saying how it
+died, and kernels listen on sockets no other process can take (tests/kernel_guard.py)."""
 
 from __future__ import annotations
 
+import os
 import re
 import subprocess
 import sys
@@ -26,19 +28,57 @@ def test_make_test_gives_a_fast_profile_cell_minutes_and_a_full_profile_cell_an_
     assert "--nbval-cell-timeout=$(FAST_CELL_TIMEOUT)" in test_recipe
 
 
-def test_a_cell_that_hangs_and_ignores_interrupts_fails_fast_and_is_named(tmp_path):
+def run_notebook(folder, name: str, cells: list[str], cell_timeout: int, guard: bool = True,
+                 timeout: int = 300) -> subprocess.CompletedProcess:
+    """pytest --nbval on a notebook of ``cells`` in ``folder``, with or without the guard."""
     nb = nbformat.v4.new_notebook()
-    nb.cells = [nbformat.v4.new_code_cell("import signal, time\n"
-                                          "signal.signal(signal.SIGINT, signal.SIG_IGN)\n"
-                                          "time.sleep(600)"),
-                nbformat.v4.new_code_cell("print('never reached')")]
+    nb.cells = [nbformat.v4.new_code_cell(source) for source in cells]
     nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3",
                                  "language": "python"}
-    nbformat.write(nb, tmp_path / "hangs.ipynb")
-    # without the cell timeout this would run for 600 s and hit the subprocess's limit
-    result = subprocess.run(
+    nbformat.write(nb, folder / f"{name}.ipynb")
+    plugin = ["-p", "tests.kernel_guard"] if guard else []
+    return subprocess.run(
         [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-p", "no:xdist",
-         "--nbval-lax", "--nbval-current-env", "--nbval-cell-timeout=5", "hangs.ipynb"],
-        cwd=tmp_path, capture_output=True, text=True, timeout=300)
+         *plugin, "--nbval-lax", "--nbval-current-env", f"--nbval-cell-timeout={cell_timeout}",
+         f"{name}.ipynb"], cwd=folder, capture_output=True, text=True, timeout=timeout,
+        env={**os.environ, "PYTHONPATH": str(ROOT)})
+
+
+def test_a_cell_that_hangs_and_ignores_interrupts_fails_fast_and_is_named(tmp_path):
+    # without the cell timeout this would run for 600 s and hit the subprocess's limit
+    result = run_notebook(tmp_path, "hangs", ["import signal, time\n"
+                                              "signal.signal(signal.SIGINT, signal.SIG_IGN)\n"
+                                              "time.sleep(600)", "print('never reached')"], 5)
     assert result.returncode != 0
     assert "FAILED hangs.ipynb::Cell 0" in result.stdout, result.stdout[-2000:]
+
+
+KILLED = ["import os, signal\nos.kill(os.getpid(), signal.SIGKILL)", "print('never reached')"]
+
+
+def test_a_kernel_killed_in_a_cell_looks_like_a_hang_to_nbval_alone(tmp_path):
+    """Without the guard, nbval waits the whole cell timeout for a dead kernel and then reports
+    that it could not interrupt it: the symptom of a lesson "hung in its first cell"."""
+    result = run_notebook(tmp_path, "killed", KILLED, cell_timeout=8, guard=False)
+    assert "FAILED killed.ipynb::Cell 0" in result.stdout, result.stdout[-2000:]
+    assert "Timeout of 8 seconds exceeded while executing cell" in result.stdout
+    assert "Failed to interrupt kernel" in result.stdout
+
+
+def test_a_kernel_killed_in_a_cell_fails_that_cell_at_once_saying_how(tmp_path):
+    # A cell timeout far past the subprocess's limit: only the guard can end this in time.
+    result = run_notebook(tmp_path, "killed", KILLED, cell_timeout=3000, timeout=150)
+    assert "FAILED killed.ipynb::Cell 0" in result.stdout, result.stdout[-2000:]
+    assert "kernel killed by SIGKILL (the signal the out-of-memory killer sends)" in \
+        result.stdout
+    assert "Timeout" not in result.stdout
+
+
+def test_kernels_listen_on_unix_sockets_of_their_own(tmp_path):
+    cell = ("from ipykernel.kernelapp import IPKernelApp\n"
+            "app = IPKernelApp.instance()\n"
+            "assert app.transport == 'ipc', app.transport\n"
+            "assert app.ip.startswith(tempfile.gettempdir()) and '/kernel-' in app.ip, app.ip")
+    result = run_notebook(tmp_path, "sockets", ["import tempfile", cell], cell_timeout=60)
+    assert result.returncode == 0, result.stdout[-2000:]
+    assert "2 passed" in result.stdout

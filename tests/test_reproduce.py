@@ -1,140 +1,108 @@
-"""`course reproduce bottleneck`: the command, its JSON and plot, the checkpoint cache, and (full
-profile only, `make test-full`) the headline targets."""
+"""`course reproduce all`, `--seeds`, `--max-minutes` and the up-front estimates (fast profile)."""
 
 import json
 import os
+import subprocess
+import sys
 
 import pytest
 
-from course_lib.experiments.bottleneck import (
-    BOTTLENECK_MODELS,
-    BOTTLENECK_STEPS,
-    BottleneckSettings,
-    checkpoint_path,
-    measured_translators,
-    reproduce_bottleneck,
-    translator_config,
+from course_lib.experiments.bottleneck import BOTTLENECK_MODELS
+from course_lib.experiments.reproduce import (
+    budget_text,
+    estimate_seconds,
+    parse_seeds,
+    planned_runs,
 )
-from course_lib.seeding import REPRODUCE_THREADS
+from course_lib.experiments.translation import TRANSLATORS
 
-from .reproduce_cli import run_reproduce
-
-BUCKETS = ["1-10", "11-20", "21-30", "31+"]
-ENTRY_KEYS = {"bleu", "bleu_by_length", "alignment_accuracy", "params", "wall_s", "epochs",
-              "steps", "cut_short"}
+from .reproduce_cli import run_reproduce, without_times
 
 
-def course(*args, tmp_path):
-    return run_reproduce("bottleneck", *args, out_dir=tmp_path)
+def test_every_model_a_run_can_name_has_a_step_time(monkeypatch):
+    monkeypatch.setenv("COURSE_PROFILE", "full")
+    for name in TRANSLATORS:
+        assert estimate_seconds("bottleneck", name) > 0, name
 
 
-def test_command_writes_the_promised_json_for_one_model(tmp_path):
-    done = course("--model", "bahdanau", "--seed", "3", tmp_path=tmp_path)
+def test_seed_lists_and_ranges():
+    assert parse_seeds("0-4") == [0, 1, 2, 3, 4]
+    assert parse_seeds("3") == [3]
+    assert parse_seeds("0,2, 5-6,2") == [0, 2, 5, 6]
+    for bad in ("", "4-0", "a", "1-2-3", "-1"):
+        with pytest.raises(ValueError, match="seed"):
+            parse_seeds(bad)
+
+
+def test_the_estimate_counts_steps_of_the_full_profile(monkeypatch):
+    monkeypatch.setenv("COURSE_PROFILE", "full")
+    runs = planned_runs("bottleneck")
+    assert [name for name, _ in runs] == list(BOTTLENECK_MODELS)
+    assert len({steps for _, steps in runs}) == 1  # the same budget for every translator
+    assert planned_runs("bottleneck", "bahdanau") == [("bahdanau", runs[0][1])]
+    assert [name for name, _ in planned_runs("captioning")] == ["digits", "shapes"]
+    # The estimate grows with the steps and names them.
+    assert estimate_seconds("bottleneck") > estimate_seconds("bottleneck", "none") > 0
+    text = budget_text("transformer")
+    steps = planned_runs("transformer")[0][1]
+    assert text.startswith(f"{steps:,} optimiser steps, about ") and "2-core" in text
+    assert "steps each" in budget_text("bottleneck")
+    with pytest.raises(ValueError, match="unknown experiment"):
+        planned_runs("everything")
+
+
+def test_a_time_limit_that_cuts_training_short_says_so(tmp_path):
+    done = run_reproduce("bottleneck", "--model", "none", "--max-minutes", "0.00001",
+                         out_dir=tmp_path)
     assert done.returncode == 0, done.stderr
-    result = json.loads((tmp_path / "seed-3" / "bottleneck-bahdanau.json").read_text())
-    entry = result["models"]["bahdanau"]
-    assert set(entry) >= ENTRY_KEYS and list(entry["bleu_by_length"]) == BUCKETS
-    # Exactly the step budget, never cut short by the clock; the documented thread count,
-    # whatever the machine.
-    assert entry["steps"] == BottleneckSettings.for_profile(3).train.steps
-    assert entry["cut_short"] is False and result["threads"] == REPRODUCE_THREADS
-    assert 0 <= entry["alignment_accuracy"] <= 1 and entry["params"] > 0
-    assert 0 <= entry["bleu"] <= 100 and result["seed"] == 3
-    assert "| bahdanau |" in done.stdout  # the results table
+    entry = json.loads((tmp_path / "seed-0" / "bottleneck-none.json").read_text())["models"]["none"]
+    assert entry["cut_short"] is True and entry["steps"] < planned_runs("bottleneck")[0][1]
+    assert "--max-minutes" in done.stderr and "will differ from docs/results.md" in done.stderr
 
 
-def test_every_model_in_one_json_and_one_plot(tmp_path):
-    run = reproduce_bottleneck(seed=1, out_dir=tmp_path, progress=False,
-                               cache_dir=tmp_path / "cache")
-    result = json.loads((tmp_path / "bottleneck.json").read_text())
-    assert list(result["models"]) == list(BOTTLENECK_MODELS) == [
-        "none", "bahdanau", "luong-dot", "luong-general", "luong-concat", "luong-local"]
-    for name, entry in result["models"].items():
-        assert set(entry) >= ENTRY_KEYS, name
-        assert (entry["alignment_accuracy"] is None) == (name == "none"), name
-    assert (tmp_path / "bottleneck.png").stat().st_size > 10_000
-    assert result == run.result and "| luong-local |" in run.table()
-    # Every model was saved; reuse loads it instead of training again, with the same numbers.
-    settings = BottleneckSettings.for_profile(1)
-    for name in BOTTLENECK_MODELS:
-        assert checkpoint_path(name, run.corpus, settings, tmp_path / "cache").is_file()
-    again = reproduce_bottleneck(["bahdanau"], seed=1, progress=False, reuse=True,
-                                 cache_dir=tmp_path / "cache")
-    assert again.result["models"]["bahdanau"] == result["models"]["bahdanau"]
-    assert len(again.history) == result["models"]["bahdanau"]["epochs"]
-    # What a lesson draws before training is the architecture that was trained.
-    for name in BOTTLENECK_MODELS:
-        assert translator_config(name, seed=1) == run.models[name].config, name
+@pytest.mark.parametrize("args, message", [
+    (["--max-minutes", "0"], "must be positive"),
+    (["--seeds", "3-1"], "empty seed range"),
+    (["--seed", "1", "--seeds", "0-1"], "not both"),
+    (["--model", "none", "--dataset", "digits"], "--dataset is for captioning"),
+])
+def test_bad_options_are_refused(tmp_path, args, message):
+    done = run_reproduce("bottleneck", *args, out_dir=tmp_path)
+    assert done.returncode == 2 and message in done.stderr
 
 
-def test_a_changed_model_configuration_is_not_loaded_from_an_old_checkpoint(monkeypatch):
-    # The cache key must cover the model's settings, or reuse would load weights trained for
-    # another variant into a model of the same shapes.
-    from types import SimpleNamespace
-
-    from course_lib.experiments import bottleneck as reproduce
-    corpus = SimpleNamespace(config=SimpleNamespace(key=lambda: "corpus"))
-    settings = BottleneckSettings.for_profile(0)
-    before = checkpoint_path("luong-general", corpus, settings)
-    monkeypatch.setitem(reproduce.ATTENTION_MODELS, "luong-general",
-                        {**reproduce.ATTENTION_MODELS["luong-general"], "scaled": False})
-    assert checkpoint_path("luong-general", corpus, settings) != before
-
-
-def test_unknown_model_is_refused(tmp_path):
-    with pytest.raises(ValueError, match="unknown model 'transformer'; available: none, "):
-        reproduce_bottleneck("transformer")
-    done = course("--model", "transformer", tmp_path=tmp_path)
-    assert done.returncode == 2 and "unknown model 'transformer'" in done.stderr
+def reproduce_all(tmp_path, cache: str, *args: str) -> tuple[subprocess.CompletedProcess, dict]:
+    """`course reproduce all --seeds 4` (fast profile) into tmp_path/cache-results; returns the
+    process and the JSON files written, by name."""
+    env = {**os.environ, "COURSE_PROFILE": "fast", "COURSE_DEVICE": "cpu",
+           "COURSE_MODEL_CACHE": str(tmp_path / cache)}
+    out = tmp_path / f"{cache}-results"
+    done = subprocess.run(
+        [sys.executable, "-m", "course_lib", "reproduce", "all", "--seeds", "4", "--out-dir",
+         str(out), "--page", str(tmp_path / f"{cache}.md"), *args],
+        capture_output=True, text=True, timeout=600, env=env)
+    assert done.returncode == 0, done.stderr[-3000:]
+    return done, {p.name: json.loads(p.read_text()) for p in (out / "seed-4").glob("*.json")}
 
 
-@pytest.fixture(scope="module", params=[0, 1], ids=lambda seed: f"seed{seed}")
-def headline(request, tmp_path_factory):
-    """Every model, full profile, its step budget each (about 40 minutes per seed)."""
-    os.environ["COURSE_PROFILE"] = "full"
-    try:
-        return reproduce_bottleneck(seed=request.param, progress=False,
-                                    cache_dir=None).result["models"]
-    finally:
-        del os.environ["COURSE_PROFILE"]
-
-
-@pytest.mark.slow
-def test_no_attention_bleu_falls_with_length(headline):
-    none = headline["none"]
-    short, long = none["bleu_by_length"]["1-10"], none["bleu_by_length"]["31+"]
-    assert short >= 85 and long <= 0.5 * short, none
-    assert none["steps"] == BOTTLENECK_STEPS and not none["cut_short"]
-
-
-@pytest.mark.slow
-def test_bahdanau_holds_up_with_length(headline):
-    bahdanau, none = headline["bahdanau"], headline["none"]
-    long = bahdanau["bleu_by_length"]["31+"]
-    assert bahdanau["bleu"] >= 95, bahdanau
-    assert long >= 0.95 * bahdanau["bleu_by_length"]["1-10"], bahdanau
-    assert long >= 2.5 * none["bleu_by_length"]["31+"], (bahdanau, none)
-
-
-@pytest.mark.slow
-def test_attention_lands_on_the_aligned_word(headline):
-    for name in ("bahdanau", "luong-general"):
-        assert headline[name]["alignment_accuracy"] >= 0.90, (name, headline[name])
-
-
-@pytest.mark.slow
-def test_every_luong_variant_beats_no_attention(headline):
-    for name in ("luong-dot", "luong-general", "luong-concat", "luong-local"):
-        assert headline[name]["bleu"] > headline["none"]["bleu"], (name, headline[name])
-
-
-def test_measured_translators_reads_the_full_profile_records_of_one_seed(tmp_path):
-    folder = tmp_path / "seed-2"
-    folder.mkdir()
-    record = {"bleu": 50.0, "bleu_by_length": {"1-10": 60.0}}
-    (folder / "bottleneck-none.json").write_text(json.dumps(
-        {"profile": "full", "models": {"none": record}}))
-    (folder / "bottleneck-bahdanau.json").write_text(json.dumps(
-        {"profile": "fast", "models": {"bahdanau": record}}))
-    assert measured_translators(2, tmp_path) == {"none": record}
-    assert measured_translators(0, tmp_path) == {}
+def test_all_runs_every_model_side_by_side_then_reuses_what_is_saved(tmp_path):
+    parallel, written = reproduce_all(tmp_path, "a", "--jobs", "2")
+    models = len(BOTTLENECK_MODELS) + 2 + 1  # translators, two captioners, the Transformer
+    assert f"{models} models (1 seeds × 3 experiments), about" in parallel.stdout
+    assert {"bottleneck.json", "captioning.json", "transformer.json"} <= set(written)
+    assert set(written["bottleneck.json"]["models"]) == set(BOTTLENECK_MODELS)
+    page = (tmp_path / "a.md").read_text()
+    assert "Seeds measured: 4." in page and "fast profile" in page
+    assert "| Transformer: BLEU overall |" in page
+    # One job at a time, from an empty cache, gives the same numbers as two side by side.
+    sequential, again = reproduce_all(tmp_path, "b")
+    assert sequential.stdout.count("loaded the model trained with these settings") == \
+        len(BOTTLENECK_MODELS) + 2  # only when the files are written at the end
+    for name in ("bottleneck.json", "captioning.json", "transformer.json"):
+        assert without_times(again[name]) == without_times(written[name]), name
+    # A second run trains nothing: every model comes from the cache, with the same numbers.
+    cached, third = reproduce_all(tmp_path, "b")
+    assert cached.stdout.count("loaded the model trained with these settings") == \
+        2 * (len(BOTTLENECK_MODELS) + 2) + 1
+    for name in ("bottleneck.json", "captioning.json", "transformer.json"):
+        assert without_times(third[name]) == without_times(again[name]), name

@@ -2,34 +2,55 @@
 seed, and summarise each metric over the seeds."""
 
 import json
+from pathlib import Path
 
 import pytest
 
-from course_lib.experiments.results_page import load_seeds, results_page
-from course_lib.experiments.targets import TARGETS, seed_targets
+from course_lib.experiments.catalogue import REGISTRY
+from course_lib.experiments.results_page import load_seeds as load_registered
+from course_lib.experiments.results_page import results_page as page_of
+from course_lib.experiments.targets import seed_targets
+
+TARGETS = REGISTRY.targets()
+
+
+def load_seeds(results_dir, profile="full"):
+    return load_registered(results_dir, REGISTRY, profile)
+
+
+def results_page(seeds, profile="full"):
+    return page_of(seeds, REGISTRY, profile)
 
 BUCKETS = ("1-10", "11-20", "21-30", "31+")
 
 
-def translation(bleu, by_length, alignment=None, steps=1000, wall_s=300.0):
+def settings(seed, hidden_size=256):
+    return {"seed": seed, "model": {"hidden_size": hidden_size}, "train": {"steps": 1000},
+            "threads": 2}
+
+
+def translation(bleu, by_length, alignment=None, steps=1000, wall_s=300.0, seed=0):
     return {"bleu": bleu, "bleu_by_length": dict(zip(BUCKETS, by_length, strict=True)),
             "alignment_accuracy": alignment, "params": 1000, "steps": steps, "epochs": 8,
-            "wall_s": wall_s, "final_train_loss": 0.1, "cut_short": False}
+            "wall_s": wall_s, "final_train_loss": 0.1, "cut_short": False,
+            "settings": settings(seed)}
 
 
 def caption(exact, localization, steps=100, train_s=60.0):
     return {"exact_match": exact, "bleu4": 100 * exact, "localization": localization,
-            "params": 10, "steps": steps, "epochs": 3, "train_s": train_s, "cut_short": False}
+            "params": 10, "steps": steps, "epochs": 3, "train_s": train_s, "cut_short": False,
+            "settings": {"steps": steps, "lr": 0.002, "model": {"read_convs": 1}}}
 
 
 def metadata(seed, profile="full"):
     return {"seed": seed, "profile": profile, "device": "cpu", "threads": 2,
-            "machine": "x86_64, 2 cores, torch 2.13.0",
-            "settings": {"train": {"steps": 1000, "seed": seed}, "model": {"hidden_size": 256},
-                         "threads": 2}}
+            "machine": "x86_64, 2 cores, torch 2.13.0"}
 
 
 def write(folder, name, result):
+    """``name``.json; a captioning result in its file layout (each data set at the top)."""
+    if name.startswith("captioning"):
+        result = {**{k: v for k, v in result.items() if k != "models"}, **result["models"]}
     folder.mkdir(parents=True, exist_ok=True)
     (folder / f"{name}.json").write_text(json.dumps(result))
 
@@ -42,8 +63,9 @@ def good_seed(seed, none_long=20.0, digits_exact=0.97):
             "bahdanau": translation(99.0, (99.5, 99.0, 99.0, 98.0), 0.97),
             "luong-general": translation(98.5, (99.5, 99.0, 98.0, 97.0), 0.98),
         }, **metadata(seed)},
-        "captioning": {"digits": caption(digits_exact, 0.97, steps=4500),
-                       "shapes": caption(0.99, 0.85), "wall_s": 1.0, **metadata(seed)},
+        "captioning": {"models": {"digits": caption(digits_exact, 0.97, steps=4500),
+                                  "shapes": caption(0.99, 0.85)}, "wall_s": 1.0,
+                       **metadata(seed)},
         "transformer": {"models": {
             "transformer": translation(99.2, (99.8, 99.7, 99.6, 99.0), steps=3000),
             "bahdanau": translation(99.0, (99.5, 99.0, 99.0, 98.0), 0.97),
@@ -52,11 +74,11 @@ def good_seed(seed, none_long=20.0, digits_exact=0.97):
 
 
 def test_every_target_holds_on_a_good_seed_and_fails_where_it_should():
-    verdicts = {t.name: holds for t, _, _, holds in seed_targets(good_seed(0))}
+    verdicts = {t.name: holds for t, _, _, holds in seed_targets(good_seed(0), TARGETS)}
     assert set(verdicts) == {t.name for t in TARGETS} and all(verdicts.values())
     # 31+ BLEU of the no-attention model must be at most half its 1-10 BLEU (95 → 47.5).
     bad = {t.name: (value, bound, holds)
-           for t, value, bound, holds in seed_targets(good_seed(0, none_long=48.0))}
+           for t, value, bound, holds in seed_targets(good_seed(0, none_long=48.0), TARGETS)}
     assert bad["no attention: BLEU on 31+ words"] == (48.0, 47.5, False)
     # Bahdanau's 31+ must also be 2.5 × the no-attention model's: 98 < 2.5 × 48.
     assert bad["Bahdanau: BLEU on 31+ words vs no attention"][2] is False
@@ -66,7 +88,7 @@ def test_every_target_holds_on_a_good_seed_and_fails_where_it_should():
 def test_a_missing_experiment_is_unknown_not_passed():
     results = good_seed(0)
     del results["captioning"]
-    checked = {t.name: holds for t, _, _, holds in seed_targets(results)}
+    checked = {t.name: holds for t, _, _, holds in seed_targets(results, TARGETS)}
     assert checked["digit strips: exact match"] is None
     assert checked["Bahdanau: BLEU overall"] is True
 
@@ -77,9 +99,10 @@ def test_single_model_runs_are_merged_and_other_profiles_left_out(tmp_path):
     # `--model NAME` runs, one file each, and `--dataset NAME` runs beside a digits-only file.
     for name, entry in seed0["bottleneck"]["models"].items():
         write(folder, f"bottleneck-{name}", {"models": {name: entry}, **metadata(0)})
-    captioning = seed0["captioning"]
-    write(folder, "captioning", {"digits": captioning["digits"], **metadata(0)})
-    write(folder, "captioning-shapes", {"shapes": captioning["shapes"], **metadata(0)})
+    captioning = seed0["captioning"]["models"]
+    write(folder, "captioning", {"models": {"digits": captioning["digits"]}, **metadata(0)})
+    write(folder, "captioning-shapes", {"models": {"shapes": captioning["shapes"]},
+                                        **metadata(0)})
     write(folder, "transformer", seed0["transformer"])
     # A fast-profile seed and a stray folder are not the course's numbers.
     write(tmp_path / "seed-1", "transformer", {**seed0["transformer"], **metadata(1, "fast")})
@@ -87,9 +110,10 @@ def test_single_model_runs_are_merged_and_other_profiles_left_out(tmp_path):
     seeds = load_seeds(tmp_path)
     assert list(seeds) == [0]
     assert list(seeds[0]["bottleneck"]["models"]) == ["bahdanau", "luong-general", "none"]
-    assert seeds[0]["captioning"]["digits"] == captioning["digits"]
-    assert seeds[0]["captioning"]["shapes"] == captioning["shapes"]
-    assert all(holds for _, _, _, holds in seed_targets(seeds[0]))
+    assert seeds[0]["captioning"]["models"] == captioning
+    # The Transformer's file repeats the RNN records beside its own: they are not its models.
+    assert list(seeds[0]["transformer"]["models"]) == ["transformer"]
+    assert all(holds for _, _, _, holds in seed_targets(seeds[0], TARGETS))
     assert list(load_seeds(tmp_path, profile="fast")) == [1]
 
 
@@ -113,42 +137,39 @@ def test_the_page_reports_each_seed_and_the_spread(tmp_path):
     # Step budgets and measured minutes.
     assert rows["captioner (digits)"].startswith("| captioner (digits) | 4,500 |")
     assert rows["transformer"].startswith("| transformer | 3,000 |")
-    # How each was made: the command and the newest seed's settings, nested keys spelled out.
+    # How each was made: per model, the command and the newest seed's settings, nested keys
+    # spelled out, the seed and threads left to the tables.
     made = page.split("## How the numbers were made")[1]
-    assert "`course reproduce captioning --dataset DATASET --seed N`" in made
-    assert "Settings (seed 3): `train.steps=1000`, `model.hidden_size=256`." in made
+    assert "- **captioning, digits**: `course reproduce captioning --dataset DATASET --seed N`." \
+        " Settings (seed 3): `steps=4500`, `lr=0.002`, `model.read_convs=1`." in made
+    assert "- **bottleneck, none**: `course reproduce bottleneck --model MODEL --seed N`. " \
+        "Settings (seed 3): `model.hidden_size=256`, `train.steps=1000`." in made
+    assert "- **transformer**: `course reproduce transformer --seed N`." in made
 
 
-def test_each_data_set_shows_its_own_settings_with_its_changes_applied(tmp_path):
-    """A captioning run records the settings of both data sets and what one of them changes;
-    the page shows each data set's resolved settings, from that data set's own file."""
-    seed0 = good_seed(0)
-    settings = {"steps": 4500, "lr": 0.002, "model": {"read_convs": 1, "vocab_size": 0},
-                "by_dataset": {"shapes": {"model": {"read_convs": 2, "vocab_size": 0}}}}
-    for name in ("digits", "shapes"):
-        write(tmp_path / "seed-0", f"captioning-{name}",
-              {name: seed0["captioning"][name], **metadata(0), "settings": settings})
+def test_each_model_shows_the_settings_of_its_own_record(tmp_path):
+    """Models of one experiment differ in their settings (a width variant in its model's
+    width): each line shows its own model's, from its own file."""
+    for name, width in (("none", 256), ("none-512", 512)):
+        record = {**translation(40.0, (90.0, 60.0, 40.0, 20.0)), "settings": settings(0, width)}
+        write(tmp_path / "seed-0", f"bottleneck-{name}",
+              {"models": {name: record}, **metadata(0)})
     page = results_page(load_seeds(tmp_path))
     lines = {line.split("**")[1]: line for line in page.splitlines() if line.startswith("- **")}
-    assert "`model.read_convs=1`" in lines["captioning, digits"]
-    assert "`model.read_convs=2`" in lines["captioning, shapes"]
-    assert "vocab_size" not in page and "by_dataset" not in page
-    assert "`steps=4500`, `lr=0.002`" in lines["captioning, shapes"]
+    assert "`model.hidden_size=256`" in lines["bottleneck, none"]
+    assert "`model.hidden_size=512`" in lines["bottleneck, none-512"]
 
 
-def test_a_data_set_shows_the_architecture_it_built_in_place_of_the_unfilled_one(tmp_path):
-    """The settings leave the image channels and vocabulary to the data set; a result that
-    records the model as built shows its sizes instead."""
-    seed0 = good_seed(0)
-    settings = {"steps": 6750, "model": {"in_channels": 1, "vocab_size": 0, "read_convs": 2}}
-    built = {"in_channels": 3, "vocab_size": 17, "read_convs": 2}
-    write(tmp_path / "seed-0", "captioning-shapes",
-          {"shapes": {**seed0["captioning"]["shapes"], "architecture": built}, **metadata(0),
-           "settings": settings})
-    line = next(line for line in results_page(load_seeds(tmp_path)).splitlines()
-                if line.startswith("- **captioning, shapes**"))
-    assert "`model.in_channels=3`, `model.vocab_size=17`, `model.read_convs=2`" in line
-    assert "in_channels=1" not in line
+def test_a_file_with_one_run_wide_settings_gives_them_to_each_of_its_records(tmp_path):
+    """Results written before the records held their own settings keep one copy beside the
+    models; each record is read with it."""
+    record = {k: v for k, v in translation(40.0, (90.0, 60.0, 40.0, 20.0)).items()
+              if k != "settings"}
+    write(tmp_path / "seed-0", "bottleneck-none",
+          {"models": {"none": record}, **metadata(0), "settings": {"corpus_size": 7}})
+    seeds = load_seeds(tmp_path)
+    assert seeds[0]["bottleneck"]["models"]["none"]["settings"] == {"corpus_size": 7}
+    assert "Settings (seed 0): `corpus_size=7`." in results_page(seeds)
 
 
 @pytest.mark.parametrize("profile", ["fast"])
@@ -174,7 +195,7 @@ def test_the_readme_headline_and_the_page_are_generated_from_the_committed_resul
     readme = (root / "README.md").read_text()
     block = readme.split(HEADLINE_START, 1)[1].split(HEADLINE_END, 1)[0].strip("\n")
     committed = load_seeds(root / "results")
-    assert block == headline_table(committed), "run `course results`"
+    assert block == headline_table(committed, REGISTRY), "run `course results`"
     assert (root / "docs" / "results.md").read_text() == results_page(committed), \
         "run `course results`"
     seeds = {0: {"bottleneck": {"models": {"none": translation(40.0, (90.0, 60.0, 40.0,
@@ -182,21 +203,49 @@ def test_the_readme_headline_and_the_page_are_generated_from_the_committed_resul
                                 **metadata(0)}}}
     copy = tmp_path / "README.md"
     copy.write_text(f"intro\n{HEADLINE_START}\nold\n{HEADLINE_END}\nrest\n")
-    update_readme(copy, seeds)
+    update_readme(copy, seeds, REGISTRY)
     text = copy.read_text()
     assert text.startswith("intro\n") and text.endswith(f"{HEADLINE_END}\nrest\n")
     assert "| GRU encoder–decoder, no attention | 1 | 40.0 | 90.0 | 20.0 |" in text
     assert "| Transformer | 0 | – | – | – |" in text
     copy.write_text("no markers\n")
     with pytest.raises(ValueError, match="headline markers"):
-        update_readme(copy, seeds)
+        update_readme(copy, seeds, REGISTRY)
 
 
 def test_the_headline_counts_only_the_verdicts_that_occur():
     from course_lib.experiments.results_page import headline_table
 
-    good = headline_table({0: good_seed(0), 1: good_seed(1)})
+    good = headline_table({0: good_seed(0), 1: good_seed(1)}, REGISTRY)
     assert good.endswith(f"over seeds 0, 1: {len(TARGETS)} hold on every seed.")
-    one_bad = headline_table({0: good_seed(0), 1: good_seed(1, digits_exact=0.94)})
+    one_bad = headline_table({0: good_seed(0), 1: good_seed(1, digits_exact=0.94)}, REGISTRY)
     assert one_bad.endswith(f"over seeds 0, 1: {len(TARGETS) - 1} hold on every seed; "
                             "1 fails on at least one seed.")
+
+
+def test_every_committed_record_holds_the_config_its_model_was_built_from():
+    """Each committed record's settings nest the complete model config: built again (shapes
+    only), the model has the parameter count the record measured."""
+    import torch
+
+    from course_lib.experiments.translation import translator_class
+    from course_lib.models import count_parameters
+    from course_lib.models.captioner import ShowAttendTell
+    from course_lib.models.transformer import Transformer
+
+    model_class = {"bottleneck": translator_class, "captioning": lambda _: ShowAttendTell,
+                   "transformer": lambda _: Transformer}
+    root = Path(__file__).resolve().parent.parent
+    checked = 0
+    for seed, results in load_seeds(root / "results").items():
+        for experiment, result in results.items():
+            for name, record in result["models"].items():
+                model = model_class[experiment](name)
+                fields = {k: tuple(v) if isinstance(v, list) else v
+                          for k, v in record["settings"]["model"].items()}
+                with torch.device("meta"):
+                    built = model(model.config_class(**fields))
+                assert count_parameters(built) == record["params"], (seed, experiment, name)
+                assert record["settings"]["seed"] == seed, (seed, experiment, name)
+                checked += 1
+    assert checked >= 5 * 6  # none, bahdanau, luong-general, two captioners, Transformer

@@ -3,7 +3,8 @@ models, the model cache, and (full profile only, `make test-full`) the measured 
 lesson 10."""
 
 import json
-import os
+from dataclasses import asdict
+from inspect import signature
 
 import pytest
 import torch
@@ -12,18 +13,19 @@ from course_lib.data.batching import make_batch
 from course_lib.data.corpus import CorpusConfig, load_corpus
 from course_lib.experiments.bottleneck import reproduce_bottleneck
 from course_lib.experiments.runs import write_json
+from course_lib.experiments.step_time import matched_transformer
 from course_lib.experiments.transformer import (
     TransformerSettings,
     cross_attention_maps,
-    matched_transformer,
     reproduce_transformer,
     time_to_reach,
     transformer_path,
+    transformer_steps,
 )
 from course_lib.experiments.translation import build_translator, build_vocabs
 from course_lib.models.transformer import Transformer
 
-from .reproduce_cli import run_reproduce
+from .reproduce_cli import full_profile_result, run_reproduce
 
 ENTRY_KEYS = {"bleu", "bleu_by_length", "params", "wall_s", "epochs"}
 
@@ -36,8 +38,9 @@ def test_command_writes_the_promised_json_and_figure(tmp_path):
     assert set(entry) >= ENTRY_KEYS
     assert set(entry["bleu_by_length"]) == {"1-10", "11-20", "21-30", "31+"}
     assert 0 <= entry["bleu"] <= 100 and entry["params"] > 0 and result["seed"] == 3
-    assert entry["steps"] == TransformerSettings.for_profile().steps and entry["wall_s"] > 0
+    assert entry["steps"] == transformer_steps() and entry["wall_s"] > 0
     assert entry["cut_short"] is False
+    assert entry["settings"] == json.loads(json.dumps(asdict(TransformerSettings.build(3))))
     # Bahdanau's numbers come with its entry (from the model cache, if a run saved one there).
     bahdanau = result["models"].get("bahdanau")
     assert result["bahdanau_bleu"] == (None if bahdanau is None else bahdanau["bleu"])
@@ -46,7 +49,7 @@ def test_command_writes_the_promised_json_and_figure(tmp_path):
     train_times = [p["train_s"] for p in result["bleu_curve"]]
     assert train_times == sorted(train_times)
     lengths = [row["seq_len"] for row in result["step_time_by_length"]]
-    assert lengths == list(TransformerSettings.for_profile().step_lengths)
+    assert lengths == list(TransformerSettings.build(3).step_lengths)
     assert all(row["transformer_s"] > 0 and row["bahdanau_s"] > 0
                for row in result["step_time_by_length"])
     assert (tmp_path / "seed-3" / "transformer.png").stat().st_size > 10_000
@@ -57,9 +60,8 @@ def test_bottleneck_results_of_the_same_seed_are_compared(tmp_path):
     bottleneck = reproduce_bottleneck(("none", "bahdanau"), seed=4, progress=False,
                                       cache_dir=None).result
     write_json(bottleneck, tmp_path / "bottleneck.json")
-    settings = TransformerSettings.for_profile(4)
     run = reproduce_transformer(seed=4, out_dir=tmp_path, progress=False, cache_dir=None,
-                                step_times=False, settings=settings)
+                                step_times=False)
     result = run.result
     assert set(result["models"]) == {"transformer", "none", "bahdanau"}
     assert result["bahdanau_bleu"] == bottleneck["models"]["bahdanau"]["bleu"]
@@ -77,7 +79,7 @@ def test_bottleneck_results_of_the_same_seed_are_compared(tmp_path):
     write_json({**bottleneck, "models": {"bahdanau": bottleneck["models"]["bahdanau"]}},
                single / "bottleneck-bahdanau.json")
     alone = reproduce_transformer(seed=4, out_dir=single, progress=False, cache_dir=None,
-                                  step_times=False, settings=settings).result
+                                  step_times=False).result
     assert set(alone["models"]) == {"transformer", "bahdanau"}
     assert alone["bahdanau_bleu"] == bottleneck["models"]["bahdanau"]["bleu"]
 
@@ -98,7 +100,8 @@ def test_the_matched_transformer_is_the_bahdanau_models_size(tmp_path):
     matched = matched_transformer(run.vocabs, target)
     assert abs(sum(p.numel() for p in matched.parameters()) - target) <= 0.05 * target
     # The trained model was saved, and reuse loads it instead of training again.
-    assert transformer_path(run.corpus, TransformerSettings.for_profile(0), tmp_path).is_file()
+    assert run.settings == TransformerSettings.build(0)
+    assert transformer_path(run.settings, tmp_path).is_file()
     again = reproduce_transformer(seed=0, progress=False, cache_dir=tmp_path, reuse=True,
                                   step_times=False)
     assert again.result["models"] == run.result["models"]
@@ -109,7 +112,7 @@ def test_cross_attention_maps_are_teacher_forced_per_pair():
     torch.manual_seed(0)
     corpus = load_corpus(CorpusConfig(size=400, seed=0))
     vocabs = build_vocabs(corpus)
-    model = Transformer(TransformerSettings.for_profile(0).model_config(vocabs)).eval()
+    model = Transformer(TransformerSettings.build(0, vocabs).model).eval()
     pairs = corpus.test[:5]
     maps = cross_attention_maps(model, pairs, vocabs, batch_size=2)
     layers, heads = model.config.num_decoder_layers, model.config.num_heads
@@ -125,15 +128,26 @@ def test_cross_attention_maps_are_teacher_forced_per_pair():
 
 def test_wrong_flags_are_refused(tmp_path):
     done = run_reproduce("transformer", "--model", "bahdanau", out_dir=tmp_path)
-    assert done.returncode == 2 and "--model is for bottleneck" in done.stderr
+    assert done.returncode == 2
+    assert "unknown model 'bahdanau' for transformer; available: transformer" in done.stderr
+    done = run_reproduce("transformer", "--dataset", "digits", out_dir=tmp_path)
+    assert done.returncode == 2 and "--dataset is for captioning" in done.stderr
+    with pytest.raises(ValueError, match="unknown model 'bahdanau'; available: transformer"):
+        reproduce_transformer("bahdanau")
+
+
+def test_one_seed_decides_the_corpus_the_initialisation_and_the_batches():
+    settings = TransformerSettings.build(2)
+    assert settings.corpus.seed == 2 and settings.model.src_vocab_size > 0
+    assert "settings" not in signature(reproduce_transformer).parameters
+    with pytest.raises(TypeError):
+        reproduce_transformer(seed=2, settings=settings)
 
 
 @pytest.fixture(scope="module", params=[0, 1], ids=lambda seed: f"seed{seed}")
 def measured(request, tmp_path_factory):
-    if os.environ.get("COURSE_PROFILE") != "full":
-        pytest.skip("the targets are for the full profile (make test-full)")
-    return reproduce_transformer(seed=request.param, progress=False,
-                                 out_dir=tmp_path_factory.mktemp("transformer")).result
+    return full_profile_result(reproduce_transformer, request.param,
+                               tmp_path_factory.mktemp("transformer"))
 
 
 @pytest.mark.slow
@@ -150,4 +164,4 @@ def test_long_sentences_lose_little_against_short_ones(measured):
 @pytest.mark.slow
 def test_transformer_trains_for_its_step_budget(measured):
     entry = measured["models"]["transformer"]
-    assert entry["steps"] == TransformerSettings.for_profile().steps and not entry["cut_short"]
+    assert entry["steps"] == transformer_steps() and not entry["cut_short"]

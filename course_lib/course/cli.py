@@ -4,9 +4,8 @@
     course clean-notebooks [PATH] strip outputs and stray metadata from committed notebooks
     course assign [LESSON ...]    regenerate exercises/ from solutions/ (nbgrader)
     course grade SUBMISSIONS      autograde submissions into a gradebook CSV and feedback HTML
-    course reproduce bottleneck   retrain every translator, write results/seed-N/bottleneck.json
-    course reproduce captioning   retrain both captioners, write results/seed-N/captioning.json
-    course reproduce transformer  retrain the Transformer, write results/seed-N/transformer.json
+    course reproduce EXPERIMENT   retrain and measure one experiment (course reproduce --help
+                                  lists them), write results/seed-N/EXPERIMENT.json
     course reproduce all          every experiment for seeds 0-4 (or --seeds), then
                                   docs/results.md
     course results                regenerate docs/results.md from results/seed-*/
@@ -25,9 +24,65 @@ import sys
 NEEDS_CHECKOUT = {"assign", "grade", "reproduce", "results", "bench", "site", "slides"}
 
 
+def _registry():
+    """The course's experiments (imported on first use: they need torch, ``course check``
+    must not)."""
+    from course_lib.experiments.catalogue import REGISTRY
+
+    return REGISTRY
+
+
+class ExperimentChoices:
+    """The names ``course reproduce`` accepts: every registered experiment, then ``all``, read
+    from the registry when argparse first looks at them."""
+
+    def _names(self) -> list[str]:
+        return [*_registry().names(), "all"]
+
+    def __iter__(self):
+        return iter(self._names())
+
+    def __contains__(self, name: object) -> bool:
+        return name in self._names()
+
+
+def experiments_epilog() -> str:
+    """Each experiment, what it does and the models ``--model`` or ``--dataset`` picks."""
+    import textwrap
+
+    def entry(name: str, text: str) -> str:
+        return textwrap.fill(text, 79, initial_indent=f"  {name:<14}", subsequent_indent=" " * 16,
+                             break_on_hyphens=False)
+
+    lines = ["experiments:"]
+    for experiment in _registry():
+        lines.append(entry(experiment.name, experiment.summary))
+        if len(experiment.models) > 1:
+            lines.append(entry("", f"--{experiment.model_option}: "
+                                   f"{', '.join(experiment.models)} (default: "
+                                   f"{', '.join(experiment.default_models)})"))
+    lines.append(entry("all", "every experiment for seeds 0-4 (or --seeds), then "
+                              "docs/results.md"))
+    return "\n".join(lines)
+
+
+class CommandParser(argparse.ArgumentParser):
+    """A subcommand's parser whose epilog may be computed when its help is shown."""
+
+    def __init__(self, *args, epilog_from=None, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        self.epilog_from = epilog_from
+
+    def format_help(self) -> str:
+        if self.epilog_from is not None:
+            self.epilog = self.epilog_from()
+        return super().format_help()
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="course", description=__doc__.split("\n\n")[0])
-    commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND",
+                                     parser_class=CommandParser)
     check = commands.add_parser("check", help="report Python, torch, device, dependencies, kernel")
     check.add_argument("--json", action="store_true", help="print the report as JSON")
     clean = commands.add_parser("clean-notebooks", help="strip outputs and stray metadata")
@@ -51,14 +106,16 @@ def build_parser() -> argparse.ArgumentParser:
                             "regrades)")
     grade.add_argument("--unsafe", action="store_true",
                        help="run submissions without a sandbox when bubblewrap is missing")
-    reproduce = commands.add_parser("reproduce", help="retrain and measure a headline result")
-    reproduce.add_argument("experiment", choices=["bottleneck", "captioning", "transformer", "all"])
+    reproduce = commands.add_parser("reproduce", help="retrain and measure a headline result",
+                                    epilog_from=experiments_epilog,
+                                    formatter_class=argparse.RawDescriptionHelpFormatter)
+    reproduce.add_argument("experiment", choices=ExperimentChoices(), metavar="EXPERIMENT",
+                           help="one of the experiments below, or all")
     reproduce.add_argument("--model", default=None,
-                           help="train only this model: none, bahdanau, luong-dot, luong-general, "
-                                "luong-concat, luong-local, luong-local-m or "
-                                "luong-general-no-feeding (default: the first six)")
+                           help="train only this model of the experiment (listed below)")
     reproduce.add_argument("--dataset", default=None,
-                           help="captioning only: digits or shapes (default: both)")
+                           help="train only this data set's model (experiments that train one "
+                                "model per data set, listed below)")
     reproduce.add_argument("--seed", type=int, default=None,
                            help="data and initialisation seed (default 0; for all: 0-4)")
     reproduce.add_argument("--seeds", default=None, metavar="A-B",

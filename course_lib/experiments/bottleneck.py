@@ -11,18 +11,17 @@ in the same shape. Lessons 03-05 call the same functions.
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 
 import torch
 
 from course_lib.data.corpus import Corpus, CorpusConfig, load_corpus
 from course_lib.device import get_device
-from course_lib.experiments.results_page import load_seeds
+from course_lib.experiments.registry import Experiment
 from course_lib.experiments.runs import (
     DEFAULT_SEED,
     MODEL_CACHE,
-    RESULTS_DIR,
     cache_file,
     load_saved,
     run_metadata,
@@ -30,18 +29,21 @@ from course_lib.experiments.runs import (
     train_or_load,
     write_json,
 )
+from course_lib.experiments.targets import Target, bleu_of, constant, record_value, times
 from course_lib.experiments.translation import (
-    ATTENTION_MODELS,
     HEADLINE_MODELS,
     TRANSLATORS,
     TrainSettings,
+    TranslatorConfig,
     Vocabs,
-    build_translator,
     build_vocabs,
     evaluate_alignment,
     evaluate_translator,
     train_translator,
+    translation_metrics,
     translator_class,
+    translator_config,
+    translator_from_config,
 )
 from course_lib.models import count_parameters
 from course_lib.models.seq2seq import Seq2Seq
@@ -56,37 +58,57 @@ BOTTLENECK_MODELS = HEADLINE_MODELS
 BOTTLENECK_STEPS = 1000
 
 
-@dataclass
-class BottleneckSettings:
-    """Corpus size, model sizes, training settings and the torch threads of the bottleneck
-    experiment."""
+def bottleneck_training() -> TrainSettings:
+    """The training settings every translator of the experiment shares, in the active profile."""
+    return TrainSettings(batch_size=by_profile(fast=32, full=128), lr=3e-3,
+                         steps=by_profile(fast=20, full=BOTTLENECK_STEPS))
 
+
+def corpus_size() -> int:
+    """Sentence pairs of the experiment's corpus in the active profile."""
+    return by_profile(fast=400, full=20000)
+
+
+@dataclass(frozen=True)
+class BottleneckSettings:
+    """Everything that decides one translator of the experiment: the seed (the corpus, the
+    initialisation and the batch order all come from it), the corpus size, the model's complete
+    config (vocabulary sizes from the corpus), the training settings and the torch threads."""
+
+    seed: int
     corpus_size: int
-    hidden_size: int
-    embed_dim: int
+    model: TranslatorConfig
     train: TrainSettings
     threads: int = REPRODUCE_THREADS
 
+    @property
+    def corpus(self) -> CorpusConfig:
+        return CorpusConfig(size=self.corpus_size, seed=self.seed)
+
     @classmethod
-    def for_profile(cls, seed: int = DEFAULT_SEED) -> BottleneckSettings:
-        return cls(
-            corpus_size=by_profile(fast=400, full=20000),
-            hidden_size=by_profile(fast=32, full=256),
-            embed_dim=by_profile(fast=16, full=128),
-            train=TrainSettings(batch_size=by_profile(fast=32, full=128), lr=3e-3,
-                                steps=by_profile(fast=20, full=BOTTLENECK_STEPS), seed=seed),
-        )
+    def build(cls, name: str, seed: int = DEFAULT_SEED, vocabs: Vocabs | None = None,
+              train: TrainSettings | None = None, threads: int = REPRODUCE_THREADS
+              ) -> BottleneckSettings:
+        """The settings of model ``name`` with ``seed`` in the active profile; ``vocabs`` (from
+        the corpus of that seed, built when not given) set the model's vocabulary sizes."""
+        translator_class(name)  # an unknown name fails here, naming the choices
+        size = corpus_size()
+        vocabs = vocabs or build_vocabs(load_corpus(CorpusConfig(size=size, seed=seed)))
+        model = translator_config(name, vocabs, hidden_size=by_profile(fast=32, full=256),
+                                  embed_dim=by_profile(fast=16, full=128))
+        return cls(seed, size, model, train or bottleneck_training(), threads)
 
 
 @dataclass
 class BottleneckRun:
     """``result`` is what the JSON file holds; the rest is for lessons to look into.
 
-    ``models``, ``histories`` and ``hypotheses`` are keyed by model name.
+    ``models``, ``settings``, ``histories`` and ``hypotheses`` are keyed by model name.
     """
 
     result: dict
     models: dict[str, torch.nn.Module]
+    settings: dict[str, BottleneckSettings]
     histories: dict[str, History]
     hypotheses: dict[str, list[str]]
     corpus: Corpus
@@ -115,11 +137,11 @@ def _rounded(value: float | None, digits: int = 2) -> float | None:
     return None if value is None else round(value, digits)
 
 
-def checkpoint_path(name: str, corpus: Corpus, settings: BottleneckSettings,
-                    cache_dir: Path = MODEL_CACHE) -> Path:
-    """Where the model trained with exactly these settings on exactly this corpus is kept."""
-    return cache_file(f"bottleneck-{name}", [name, ATTENTION_MODELS.get(name),
-                                             corpus.config.key(), asdict(settings)], cache_dir)
+def checkpoint_path(name: str, settings: BottleneckSettings, cache_dir: Path = MODEL_CACHE
+                    ) -> Path:
+    """Where the model trained with exactly these settings is kept."""
+    return cache_file(f"bottleneck-{name}", [name, settings.corpus.key(), asdict(settings)],
+                      cache_dir)
 
 
 def translation_entry(scores: dict, model: torch.nn.Module, history, wall_s: float,
@@ -148,10 +170,11 @@ def _train_and_measure(name: str, corpus: Corpus, vocabs: Vocabs,
     split. Returns the model and its record: ``entry`` (the JSON record), ``history`` and
     ``hypotheses``."""
     with fixed_threads(settings.threads):
-        seed_everything(settings.train.seed)
-        model = build_translator(name, vocabs, settings.hidden_size, settings.embed_dim)
+        seed_everything(settings.seed)
+        model = translator_from_config(settings.model)
         history, wall_s = train_translator(model, corpus, vocabs, settings.train, device,
-                                           progress=progress, live_plot=live_plot)
+                                           seed=settings.seed, progress=progress,
+                                           live_plot=live_plot)
         scores = evaluate_translator(model, corpus.test, vocabs)
         alignment = None if translator_class(name) is Seq2Seq else \
             evaluate_alignment(model, corpus.test, vocabs)
@@ -160,70 +183,68 @@ def _train_and_measure(name: str, corpus: Corpus, vocabs: Vocabs,
                    "hypotheses": scores["hypotheses"]}
 
 
-def load_measured(name: str, corpus: Corpus, settings: BottleneckSettings, device: torch.device,
+def load_measured(name: str, settings: BottleneckSettings, device: torch.device,
                   cache_dir: Path = MODEL_CACHE):
-    """The saved model of :func:`reproduce_bottleneck` with the same settings, as
+    """The saved model of :func:`reproduce_bottleneck` with these settings, as
     ``(entry, model, history, hypotheses)``, or None."""
-    saved = load_saved(checkpoint_path(name, corpus, settings, cache_dir),
-                       translator_class(name), device)
+    saved = load_saved(checkpoint_path(name, settings, cache_dir), translator_class(name),
+                       device)
     if saved is None:
         return None
     model, extra = saved
     return extra["entry"], model, History(records=extra["history"]), extra["hypotheses"]
 
 
-def measured_translators(seed: int = DEFAULT_SEED, results_dir: Path = RESULTS_DIR
-                         ) -> dict[str, dict]:
-    """The committed full-profile records of every translator measured with ``seed``
-    (``results/seed-N/bottleneck*.json``), keyed by model name: what a lesson can show without
-    training. Empty when nothing was measured with that seed."""
-    return load_seeds(results_dir).get(seed, {}).get("bottleneck", {}).get("models", {})
-
-
-def translator_config(name: str, seed: int = DEFAULT_SEED,
-                      settings: BottleneckSettings | None = None):
-    """The config of the model ``name`` that :func:`reproduce_bottleneck` trains with these
-    settings (vocabulary sizes from the corpus of ``seed``), without training it: what a lesson
-    draws before it trains."""
-    settings = settings or BottleneckSettings.for_profile(seed)
-    vocabs = build_vocabs(load_corpus(CorpusConfig(size=settings.corpus_size, seed=seed)))
-    return build_translator(name, vocabs, settings.hidden_size, settings.embed_dim).config
+def bottleneck_config(name: str, seed: int = DEFAULT_SEED) -> TranslatorConfig:
+    """The config of the model ``name`` that :func:`reproduce_bottleneck` trains with ``seed``
+    (vocabulary sizes from its corpus), without training it: what a lesson draws first."""
+    return BottleneckSettings.build(name, seed).model
 
 
 def reproduce_bottleneck(models: str | tuple[str, ...] | list[str] = BOTTLENECK_MODELS,
-                         seed: int = DEFAULT_SEED, out_dir: Path | None = None,
-                         settings: BottleneckSettings | None = None, progress: bool = True,
+                         seed: int = DEFAULT_SEED, out_dir: Path | None = None, *,
+                         steps: int | None = None, max_minutes: float | None = None,
+                         threads: int | None = None, progress: bool = True,
                          live_plot: bool | None = None, reuse: bool = False,
                          cache_dir: Path | None = MODEL_CACHE) -> BottleneckRun:
-    """Train each of ``models`` from scratch with ``seed`` (data and initialisation) on the same
-    corpus and budget, and evaluate them on the test split.
+    """Train each of ``models`` from scratch with ``seed`` (corpus, initialisation and batch
+    order) on the same corpus and budget, and evaluate them on the test split.
 
-    Every trained model is saved in ``cache_dir`` (None: not saved). With ``reuse=True`` a model
-    already saved there with exactly these settings is loaded instead of retrained (lessons do
-    this; ``course reproduce`` never does). With ``out_dir``, write ``bottleneck-NAME.json`` for
-    a single model given by name, or ``bottleneck.json`` and ``bottleneck.png`` for several.
+    ``steps`` replaces the profile's step budget, ``max_minutes`` adds a safety valve on
+    training time and ``threads`` sets the torch threads (default 1); every other setting is the
+    experiment's (:class:`BottleneckSettings`). Every trained model is saved in ``cache_dir``
+    (None: not saved). With ``reuse=True`` a model already saved there with exactly these
+    settings is loaded instead of retrained (lessons do this; ``course reproduce`` never does).
+    With ``out_dir``, write ``bottleneck-NAME.json`` for a single model given by name, or
+    ``bottleneck.json`` and ``bottleneck.png`` for several. Each model's record holds its
+    settings.
     """
     names = (models,) if isinstance(models, str) else tuple(models)
     unknown = [n for n in names if n not in TRANSLATORS]
     if unknown or not names:
         raise ValueError(f"unknown model {unknown[0] if unknown else None!r}; available: "
                          f"{', '.join(TRANSLATORS)}")
-    settings = settings or BottleneckSettings.for_profile(seed)
-    corpus = load_corpus(CorpusConfig(size=settings.corpus_size, seed=seed))
+    train = bottleneck_training()
+    train = replace(train, steps=steps or train.steps, max_minutes=max_minutes)
+    corpus = load_corpus(CorpusConfig(size=corpus_size(), seed=seed))
     vocabs = build_vocabs(corpus)
     device = get_device()
-    run = BottleneckRun({}, {}, {}, {}, corpus, vocabs)
+    run = BottleneckRun({}, {}, {}, {}, {}, corpus, vocabs)
     entries = {}
     for name in names:
-        path = None if cache_dir is None else checkpoint_path(name, corpus, settings, cache_dir)
+        settings = BottleneckSettings.build(name, seed, vocabs, train,
+                                            threads or REPRODUCE_THREADS)
+        path = None if cache_dir is None else checkpoint_path(name, settings, cache_dir)
         model, extra = train_or_load(
             path, translator_class(name), device, reuse=reuse and cache_dir is not None,
-            label=name, train=lambda name=name: _train_and_measure(
+            label=name, train=lambda name=name, settings=settings: _train_and_measure(
                 name, corpus, vocabs, settings, device, progress, live_plot))
-        entries[name] = extra["entry"]
-        run.models[name], run.hypotheses[name] = model, extra["hypotheses"]
+        entries[name] = {**extra["entry"], "settings": asdict(settings)}
+        run.models[name], run.settings[name] = model, settings
+        run.hypotheses[name] = extra["hypotheses"]
         run.histories[name] = History(records=extra["history"])
-    run.result.update({"models": entries, **run_metadata(seed, device, settings, corpus)})
+    run.result.update({"models": entries,
+                       **run_metadata(seed, device, threads or REPRODUCE_THREADS, corpus)})
     if out_dir is not None:
         stem = f"bottleneck-{models}" if isinstance(models, str) else "bottleneck"
         write_results(run.result, Path(out_dir), stem)
@@ -258,3 +279,47 @@ def results_table(result: dict) -> str:
                  f"{e['steps']:,}", str(e["epochs"]), f"{e['wall_s']:.0f}"]
         lines.append("| " + " | ".join(cells) + " |")
     return "\n".join(lines)
+
+
+EXPERIMENT = Experiment(
+    name="bottleneck",
+    summary="retrain the translators of lessons 02-05, write results/seed-N/bottleneck.json",
+    models=TRANSLATORS,
+    default_models=BOTTLENECK_MODELS,
+    settings=lambda name, seed: BottleneckSettings.build(name, seed),
+    steps=lambda name: bottleneck_training().steps,
+    reproduce=reproduce_bottleneck,
+    # Seconds of one training step on one torch thread of the reference machine (two runs side
+    # by side, as `course reproduce all --jobs 2`), and of the evaluation after training.
+    step_seconds={"none": 0.36, "none-init": 0.32, "none-every-step": 0.3,
+                  "none-first-step": 0.3, "none-128": 0.1, "none-512": 0.8, "none-1024": 2.7,
+                  "bahdanau": 0.65, "luong-dot": 0.45, "luong-general": 0.55,
+                  "luong-concat": 0.65, "luong-local": 0.5, "luong-local-m": 0.5,
+                  "luong-general-no-feeding": 0.5},
+    evaluation_seconds=30.0,
+    metrics=translation_metrics,
+    targets=(
+        Target("no attention: BLEU on 1-10 words", bleu_of("bottleneck", "none", "1-10"),
+               constant(85.0), "≥ 85"),
+        Target("no attention: BLEU on 31+ words", bleu_of("bottleneck", "none", "31+"),
+               times(0.5, bleu_of("bottleneck", "none", "1-10")), "≤ 0.5 × its 1-10",
+               at_most=True),
+        Target("Bahdanau: BLEU overall", bleu_of("bottleneck", "bahdanau"), constant(95.0),
+               "≥ 95"),
+        Target("Bahdanau: BLEU on 31+ words", bleu_of("bottleneck", "bahdanau", "31+"),
+               times(0.95, bleu_of("bottleneck", "bahdanau", "1-10")), "≥ 0.95 × its 1-10"),
+        Target("Bahdanau: BLEU on 31+ words vs no attention",
+               bleu_of("bottleneck", "bahdanau", "31+"),
+               times(2.5, bleu_of("bottleneck", "none", "31+")), "≥ 2.5 × no attention's 31+"),
+        Target("Bahdanau: alignment accuracy",
+               record_value("bottleneck", "bahdanau", "alignment_accuracy"), constant(0.9),
+               "≥ 0.9"),
+        Target("Luong general: alignment accuracy",
+               record_value("bottleneck", "luong-general", "alignment_accuracy"),
+               constant(0.9), "≥ 0.9"),
+    ),
+    family="translation",
+    headline={"none": "GRU encoder–decoder, no attention",
+              "bahdanau": "Bahdanau (additive) attention",
+              "luong-general": "Luong (general) attention"},
+)

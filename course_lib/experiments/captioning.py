@@ -17,18 +17,14 @@ from __future__ import annotations
 
 import textwrap
 import time
-from dataclasses import asdict, dataclass, field, fields, replace
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 
 import torch
 
 from course_lib.data.captions import (
-    COLOURS,
     DATA_VERSION,
     DATASETS,
-    DIGIT_WORDS,
-    SHAPES,
-    SIZES,
     CaptionBatches,
     CaptionSet,
     caption_set,
@@ -36,6 +32,12 @@ from course_lib.data.captions import (
 )
 from course_lib.data.vocab import Vocab
 from course_lib.device import get_device
+from course_lib.experiments.caption_metrics import (  # noqa: F401 (lessons import them here)
+    CONTENT_WORDS,
+    caption_images,
+    evaluate_captioner,
+)
+from course_lib.experiments.registry import Experiment
 from course_lib.experiments.runs import (
     DEFAULT_SEED,
     MODEL_CACHE,
@@ -45,8 +47,8 @@ from course_lib.experiments.runs import (
     train_or_load,
     write_json,
 )
+from course_lib.experiments.targets import Target, constant, record_value
 from course_lib.experiments.translation import max_time_s
-from course_lib.metrics import bleu, localization_accuracy
 from course_lib.models import count_parameters
 from course_lib.models.captioner import CaptionerConfig, ShowAttendTell, captioning_loss
 from course_lib.profile import by_profile
@@ -54,30 +56,36 @@ from course_lib.seeding import REPRODUCE_THREADS, fixed_threads, seed_everything
 from course_lib.train.loop import EarlyStopping, History, epochs_for, fit
 from course_lib.train.schedules import cosine_decay
 
-CONTENT_WORDS = {"digits": frozenset(DIGIT_WORDS),
-                 "shapes": frozenset((*SHAPES, *COLOURS, *SIZES))}
 IN_CHANNELS = {"digits": 1, "shapes": 3}
 CAPTION_STEPS = 4500  # 12 epochs of 12,000 images in batches of 32
 SHAPE_STEPS = 6750  # 18 epochs: a shape captioner's localisation can still be rising at 12
 
 
-@dataclass
+def caption_steps(name: str) -> int:
+    """Optimiser steps of ``name``'s captioner in the active profile."""
+    return by_profile(fast=16, full=SHAPE_STEPS if name == "shapes" else CAPTION_STEPS)
+
+
+@dataclass(frozen=True)
 class CaptioningSettings:
-    """Data sizes, the captioner's architecture (``model``, whose vocabulary size and input
-    channels each data set sets, :meth:`model_config`), the optimiser and the step budget.
+    """Everything that decides one data set's captioner: the seed (the images, the
+    initialisation and the batch order all come from it), the data sizes, the model's complete
+    config (``model``: vocabulary size and image channels from the data set), the optimiser,
+    the step budget and the torch threads.
 
-    Both data sets train with a wide view that the decoder reads but the attention does not
-    score (``model.read_convs``). The digit strips use the pool-before-norm encoder, one read
-    convolution (an 18-pixel view, a whole digit), ``steps`` optimiser steps and a learning
-    rate that falls along a cosine to ``final_lr_fraction`` of its start. ``by_dataset`` holds
-    what the shape scenes change, applied by :meth:`for_dataset`: a longer budget
-    (:data:`SHAPE_STEPS`), the plain encoder, two read convolutions (26 pixels, a whole shape:
-    a size word is judged from the whole object), no gate β_t (with one, a model can close it
-    for one kind of word and name that word without looking at the object), no doubly
-    stochastic penalty (``regularization`` 0: the three words that name one object all need
-    the same place, and the penalty pushes repeated looks elsewhere) and a constant learning
-    rate. ``max_minutes`` is an optional safety valve on training time."""
+    :meth:`build` gives both data sets a wide view that the decoder reads but the attention
+    does not score (``model.read_convs``). The digit strips use the pool-before-norm encoder,
+    one read convolution (an 18-pixel view, a whole digit), :data:`CAPTION_STEPS` and a
+    learning rate that falls along a cosine to ``final_lr_fraction`` of its start. The shape
+    scenes train for longer (:data:`SHAPE_STEPS`) with the plain encoder, two read
+    convolutions (26 pixels, a whole shape: a size word is judged from the whole object), no
+    gate β_t (with one, a model can close it for one kind of word and name that word without
+    looking at the object), no doubly stochastic penalty (``regularization`` 0: the three words
+    that name one object all need the same place, and the penalty pushes repeated looks
+    elsewhere) and a constant learning rate. ``max_minutes`` is an optional safety valve on
+    training time."""
 
+    seed: int
     n_train: int
     n_val: int
     n_test: int
@@ -89,45 +97,29 @@ class CaptioningSettings:
     max_minutes: float | None = None
     regularization: float = 0.1
     beam_size: int = 1
-    seed: int = DEFAULT_SEED
     threads: int = REPRODUCE_THREADS
-    by_dataset: dict[str, dict] = field(default_factory=dict)
-
-    def __post_init__(self) -> None:
-        unknown = sorted(set(self.by_dataset) - set(DATASETS))
-        if unknown:
-            raise ValueError(f"by_dataset names unknown data sets {unknown}; available: "
-                             f"{', '.join(DATASETS)}")
-        names = {f.name for f in fields(self)} - {"by_dataset", "seed", "threads"}
-        for name, changes in self.by_dataset.items():
-            if not set(changes) <= names:
-                raise ValueError(f"by_dataset[{name!r}] sets unknown settings "
-                                 f"{sorted(set(changes) - names)}")
-
-    def for_dataset(self, name: str) -> CaptioningSettings:
-        """These settings with ``by_dataset[name]`` applied (and no ``by_dataset`` left)."""
-        return replace(self, **self.by_dataset.get(name, {}), by_dataset={})
 
     @classmethod
-    def for_profile(cls, seed: int = DEFAULT_SEED) -> CaptioningSettings:
+    def build(cls, name: str, seed: int = DEFAULT_SEED, vocab: Vocab | None = None, *,
+              steps: int | None = None, max_minutes: float | None = None,
+              threads: int = REPRODUCE_THREADS) -> CaptioningSettings:
+        """The settings of ``name``'s captioner with ``seed`` in the active profile; ``vocab``
+        (from that seed's training captions, built when not given) sets the vocabulary size."""
+        if name not in DATASETS:
+            raise ValueError(f"unknown data set {name!r}; available: {', '.join(DATASETS)}")
+        n_train, n_val, n_test = caption_sizes()
+        vocab = vocab or caption_vocab([caption_set(name, n_train, "train", seed)])
         hidden = by_profile(fast=32, full=256)
-        model = CaptionerConfig(0, channels=by_profile(fast=(8, 16), full=(32, 64)),
-                                read_convs=1, pool_before_norm=True, embed_dim=min(64, hidden),
+        model = CaptionerConfig(len(vocab), in_channels=IN_CHANNELS[name],
+                                channels=by_profile(fast=(8, 16), full=(32, 64)), read_convs=1,
+                                pool_before_norm=True, embed_dim=min(64, hidden),
                                 hidden_size=hidden, attention_size=hidden // 2)
-        return cls(n_train=by_profile(fast=256, full=12_000),
-                   n_val=by_profile(fast=64, full=500),
-                   n_test=by_profile(fast=64, full=1000), model=model,
-                   steps=by_profile(fast=16, full=CAPTION_STEPS), seed=seed,
-                   by_dataset={"shapes": {"model": replace(model, read_convs=2, gate=False,
-                                                           pool_before_norm=False),
-                                          "steps": by_profile(fast=16, full=SHAPE_STEPS),
-                                          "final_lr_fraction": None, "regularization": 0.0}})
-
-    def model_config(self, name: str, vocab: Vocab) -> CaptionerConfig:
-        """The architecture of ``name``'s captioner: ``model`` with that data set's vocabulary
-        size and image channels."""
-        return replace(self.for_dataset(name).model, vocab_size=len(vocab),
-                       in_channels=IN_CHANNELS[name])
+        training = {}
+        if name == "shapes":
+            model = replace(model, read_convs=2, gate=False, pool_before_norm=False)
+            training = {"final_lr_fraction": None, "regularization": 0.0}
+        return cls(seed, n_train, n_val, n_test, model, steps=steps or caption_steps(name),
+                   max_minutes=max_minutes, threads=threads, **training)
 
 
 @dataclass
@@ -143,11 +135,17 @@ class CaptionData:
         self.vocab = caption_vocab([self.train])
 
 
-def make_caption_data(name: str, settings: CaptioningSettings) -> CaptionData:
-    seed = settings.seed
-    return CaptionData(caption_set(name, settings.n_train, "train", seed),
-                       caption_set(name, settings.n_val, "val", seed),
-                       caption_set(name, settings.n_test, "test", seed))
+def caption_sizes() -> tuple[int, int, int]:
+    """Images in the training, validation and test splits, in the active profile."""
+    return (by_profile(fast=256, full=12_000), by_profile(fast=64, full=500),
+            by_profile(fast=64, full=1000))
+
+
+def caption_data(name: str, seed: int = DEFAULT_SEED) -> CaptionData:
+    """The three splits of data set ``name`` that the experiment trains on with ``seed``."""
+    sizes = caption_sizes()
+    return CaptionData(*(caption_set(name, n, split, seed)
+                         for n, split in zip(sizes, ("train", "val", "test"), strict=True)))
 
 
 def train_captioner(model: ShowAttendTell, data: CaptionData, settings: CaptioningSettings,
@@ -171,64 +169,13 @@ def train_captioner(model: ShowAttendTell, data: CaptionData, settings: Captioni
     return history, history["train_s"][-1]
 
 
-@torch.no_grad()
-def caption_images(model: ShowAttendTell, images: torch.Tensor, vocab: Vocab,
-                   beam_size: int = 1, batch_size: int = 256, max_len: int = 30,
-                   attention: str = "soft", seed: int = 0
-                   ) -> tuple[list[list[str]], list[torch.Tensor]]:
-    """Generated captions (lists of words) and, for each, its attention (T', L) on the CPU, one
-    row per generated word (EOS excluded). ``attention`` ("soft", "argmax" or "sample", greedy
-    decoding only) picks what the decoder reads; ``seed`` seeds the sampling."""
-    if beam_size != 1 and attention != "soft":
-        raise ValueError(f"beam search reads soft attention; got attention={attention!r} with "
-                         f"beam_size={beam_size}")
-    model.eval()
-    generator = torch.Generator(next(model.parameters()).device).manual_seed(seed)
-    device = next(model.parameters()).device
-    captions, weights = [], []
-    for start in range(0, len(images), batch_size):
-        batch = images[start:start + batch_size].to(device)
-        out = model.greedy_decode(batch, max_len, attention, generator) if beam_size == 1 \
-            else model.beam_search(batch, beam_size, max_len)
-        for tokens, maps in zip(out.tokens.cpu(), out.weights.cpu(), strict=True):
-            words = vocab.decode(tokens)
-            captions.append(words)
-            weights.append(maps[:len(words)])  # (T', L)
-    return captions, weights
-
-
-def evaluate_captioner(model: ShowAttendTell, name: str, data: CaptionSet, vocab: Vocab,
-                       beam_size: int = 1, attention: str = "soft") -> dict:
-    """Exact match, BLEU-4 and localisation on ``data``, plus the captions and attention maps."""
-    captions, weights = caption_images(model, data.images, vocab, beam_size,
-                                       attention=attention)
-    grid = model.encoder.grid_shape(*data.images.shape[2:])
-    exact = sum(c == r for c, r in zip(captions, data.captions, strict=True)) / len(data)
-    return {
-        "exact_match": exact,
-        "bleu4": bleu([" ".join(c) for c in captions], [" ".join(r) for r in data.captions]),
-        "localization": _localization(weights, captions, data, grid, name),
-        "captions": captions,
-        "weights": weights,
-        "grid": grid,
-    }
-
-
-def _localization(weights, captions, data: CaptionSet, grid, name: str) -> float:
-    """Localisation accuracy; 0.0 when no content word was generated at all (nothing was
-    localised), where the share itself is undefined."""
-    if not any(w in CONTENT_WORDS[name] for caption in captions for w in caption):
-        return 0.0
-    return localization_accuracy(weights, captions, data.captions, data.word_boxes, grid,
-                                 tuple(data.images.shape[2:]), CONTENT_WORDS[name])
-
-
 @dataclass
 class CaptioningRun:
     """``result`` is what ``captioning.json`` holds; the rest, keyed by data set, is for lessons."""
 
     result: dict
     models: dict[str, ShowAttendTell]
+    settings: dict[str, CaptioningSettings]
     histories: dict[str, History]
     data: dict[str, CaptionData]
     evaluations: dict[str, dict]
@@ -239,78 +186,86 @@ class CaptioningRun:
 
 def captioner_path(name: str, settings: CaptioningSettings, cache_dir: Path = MODEL_CACHE
                    ) -> Path:
-    """Where the model trained with exactly ``settings.for_dataset(name)`` is kept."""
-    key = [name, asdict(settings.for_dataset(name)), DATA_VERSION]
-    return cache_file(f"captioning-{name}", key, cache_dir)
+    """Where ``name``'s captioner trained with exactly ``settings`` is kept."""
+    return cache_file(f"captioning-{name}", [name, asdict(settings), DATA_VERSION], cache_dir)
 
 
-def _train(name: str, data: CaptionData, settings: CaptioningSettings, device: torch.device,
+def _train(data: CaptionData, settings: CaptioningSettings, device: torch.device,
            progress: bool, live_plot: bool | None) -> tuple[ShowAttendTell, dict]:
     """A captioner trained from scratch on ``settings.threads`` threads, and its record."""
     with fixed_threads(settings.threads):
         seed_everything(settings.seed)
-        model = ShowAttendTell(settings.model_config(name, data.vocab))
+        model = ShowAttendTell(settings.model)
         history, wall_s = train_captioner(model, data, settings, device, progress=progress,
                                           live_plot=live_plot)
     return model, {"history": history.records, "wall_s": wall_s,
                    "cut_short": bool(history.stopped_by_time)}
 
 
+def _caption_record(model: ShowAttendTell, settings: CaptioningSettings, data: CaptionData,
+                    evaluation: dict, history: History, extra: dict) -> dict:
+    """One data set's JSON record: the three metrics, size, budget and its settings."""
+    return {
+        "exact_match": round(evaluation["exact_match"], 4),
+        "bleu4": round(evaluation["bleu4"], 2),
+        "localization": round(evaluation["localization"], 4),
+        "params": count_parameters(model),
+        "steps": int(history["steps"][-1]),
+        "epochs": len(history),
+        "best_val_loss": round(min(history["val_loss"]), 6),
+        "train_s": round(extra["wall_s"], 1),
+        "cut_short": bool(extra.get("cut_short", False)),
+        "grid": list(evaluation["grid"]),
+        "train_images": len(data.train),
+        "test_images": len(data.test),
+        "settings": asdict(settings),
+    }
+
+
 def reproduce_captioning(datasets: str | tuple[str, ...] | list[str] = DATASETS,
-                         seed: int = DEFAULT_SEED, out_dir: Path | None = None,
-                         settings: CaptioningSettings | None = None, progress: bool = True,
+                         seed: int = DEFAULT_SEED, out_dir: Path | None = None, *,
+                         steps: int | None = None, max_minutes: float | None = None,
+                         threads: int | None = None, progress: bool = True,
                          live_plot: bool | None = None, reuse: bool = False,
                          cache_dir: Path | None = MODEL_CACHE) -> CaptioningRun:
-    """Train one captioner per data set from scratch with ``seed`` (data and initialisation)
-    and measure it on the test split.
+    """Train one captioner per data set from scratch with ``seed`` (images, initialisation and
+    batch order) and measure it on the test split.
 
-    Models are saved in ``cache_dir`` (None: not saved); ``reuse=True`` loads a model saved with
-    exactly these settings instead of training it (lessons do; ``course reproduce`` never does).
-    With ``out_dir``, writes ``captioning.json`` and ``captioning.png`` there, or
-    ``captioning-NAME.json`` and ``captioning-NAME.png`` for a single data set given by name.
+    ``steps``, ``max_minutes`` and ``threads`` replace the step budget, add a safety valve and
+    set the torch threads; every other setting is the data set's
+    (:meth:`CaptioningSettings.build`). Models are saved in ``cache_dir`` (None: not saved);
+    ``reuse=True`` loads a model saved with exactly these settings instead of training it
+    (lessons do; ``course reproduce`` never does). With ``out_dir``, writes ``captioning.json``
+    and ``captioning.png`` there, or ``captioning-NAME.json`` and ``captioning-NAME.png`` for a
+    single data set given by name. Each data set's record holds its settings.
     """
     names = (datasets,) if isinstance(datasets, str) else tuple(datasets)
     unknown = [n for n in names if n not in DATASETS]
     if unknown or not names:
         raise ValueError(f"unknown data set {unknown[0] if unknown else None!r}; available: "
                          f"{', '.join(DATASETS)}")
-    settings = replace(settings or CaptioningSettings.for_profile(seed), seed=seed)
+    threads = threads or REPRODUCE_THREADS
     device = get_device()
-    run = CaptioningRun({}, {}, {}, {}, {})
+    run = CaptioningRun({}, {}, {}, {}, {}, {})
     started = time.perf_counter()
     for name in names:
-        data = make_caption_data(name, settings)
-        dataset_settings = settings.for_dataset(name)
+        data = caption_data(name, seed)
+        settings = CaptioningSettings.build(name, seed, data.vocab, steps=steps,
+                                            max_minutes=max_minutes, threads=threads)
         path = None if cache_dir is None else captioner_path(name, settings, cache_dir)
         model, extra = train_or_load(
             path, ShowAttendTell, device, reuse=reuse, label=name,
-            train=lambda name=name, data=data, chosen=dataset_settings: _train(
-                name, data, chosen, device, progress, live_plot))
-        history, wall_s = History(records=extra["history"]), extra["wall_s"]
-        with fixed_threads(settings.threads):
+            train=lambda data=data, settings=settings: _train(
+                data, settings, device, progress, live_plot))
+        history = History(records=extra["history"])
+        with fixed_threads(threads):
             evaluation = evaluate_captioner(model, name, data.test, data.vocab,
                                             settings.beam_size)
-        run.models[name], run.histories[name], run.data[name] = model, history, data
-        run.evaluations[name] = evaluation
-        run.result[name] = {
-            "exact_match": round(evaluation["exact_match"], 4),
-            "bleu4": round(evaluation["bleu4"], 2),
-            "localization": round(evaluation["localization"], 4),
-            "params": count_parameters(model),
-            "steps": int(history["steps"][-1]),
-            "epochs": len(history),
-            "best_val_loss": round(min(history["val_loss"]), 6),
-            "train_s": round(wall_s, 1),
-            "cut_short": bool(extra.get("cut_short", False)),
-            "grid": list(evaluation["grid"]),
-            "train_images": len(data.train),
-            "test_images": len(data.test),
-            "architecture": asdict(model.config),  # ``model`` with this data set's sizes
-        }
-    run.result.update({
-        "wall_s": round(time.perf_counter() - started, 1),
-        **run_metadata(seed, device, settings),
-    })
+        run.models[name], run.settings[name], run.histories[name] = model, settings, history
+        run.data[name], run.evaluations[name] = data, evaluation
+        run.result[name] = _caption_record(model, settings, data, evaluation, history, extra)
+    run.result.update({"wall_s": round(time.perf_counter() - started, 1),
+                       **run_metadata(seed, device, threads)})
     if out_dir is not None:
         out_dir = Path(out_dir)
         stem = f"captioning-{datasets}" if isinstance(datasets, str) else "captioning"
@@ -378,3 +333,42 @@ def captioning_table(result: dict) -> str:
                          f"{e['localization']:.3f} | {e['params']:,} | {e['steps']:,} | "
                          f"{e['epochs']} | {e['train_s']:.0f} |")
     return "\n".join(lines)
+
+
+def caption_records(result: dict) -> dict[str, dict]:
+    """The data sets' records of a captioning result (its other keys are run metadata)."""
+    return {name: value for name, value in result.items()
+            if isinstance(value, dict) and "exact_match" in value}
+
+
+def caption_metrics(name: str, record: dict) -> list[tuple[str, float | None]]:
+    """The rows a captioner's record gives the results page."""
+    return [(f"{name}: {label}", record[key]) for key, label in
+            (("exact_match", "exact match"), ("bleu4", "BLEU-4"), ("localization", "localisation"))]
+
+
+def _caption_target(label: str, name: str, key: str, bound: float) -> Target:
+    return Target(label, record_value("captioning", name, key), constant(bound), f"≥ {bound:.2f}")
+
+
+EXPERIMENT = Experiment(
+    name="captioning",
+    summary="retrain both captioners of lesson 07, write results/seed-N/captioning.json",
+    models=DATASETS,
+    settings=lambda name, seed: CaptioningSettings.build(name, seed),
+    steps=caption_steps,
+    reproduce=reproduce_captioning,
+    # Seconds of one training step on one torch thread of the reference machine, and of the
+    # evaluation after training.
+    step_seconds={"digits": 0.17, "shapes": 0.2},
+    evaluation_seconds=15.0,
+    metrics=caption_metrics,
+    targets=(_caption_target("digit strips: exact match", "digits", "exact_match", 0.95),
+             _caption_target("digit strips: localisation", "digits", "localization", 0.95),
+             _caption_target("shape scenes: exact match", "shapes", "exact_match", 0.80),
+             _caption_target("shape scenes: localisation", "shapes", "localization", 0.80)),
+    records=caption_records,
+    budget=lambda name, record: (f"captioner ({name})", record["steps"], record["epochs"],
+                                 record["train_s"]),
+    model_option="dataset",
+)

@@ -21,7 +21,7 @@ import argparse
 import json
 import os
 import sys
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import asdict, dataclass
 from functools import partial
 from pathlib import Path
 from typing import Any
@@ -157,17 +157,26 @@ def take_rows(data: TranslationBatch, rows: list[int]) -> TranslationBatch:
                             index=[data.index[row] for row in rows])
 
 
-# The small Transformer of a data-parallel run: pre-norm, no dropout. Its vocabulary sizes (0,
-# "not known yet") and maximum length are set from the task by DataParallelSettings.model_config.
-SMALL_TRANSFORMER = TransformerConfig(0, 0, d_model=32, num_heads=4, num_encoder_layers=1,
-                                      num_decoder_layers=1, d_ff=64, dropout=0.0,
-                                      norm_first=True, max_len=1)
+# The small Transformer of a data-parallel run: pre-norm, no dropout; the task sets its
+# vocabulary and maximum length (:func:`task_model`).
+SMALL_ARCHITECTURE = dict(d_model=32, num_heads=4, num_encoder_layers=1, num_decoder_layers=1,
+                          d_ff=64, dropout=0.0, norm_first=True)
+
+
+def task_model(n_symbols: int, seq_len: int, **architecture) -> TransformerConfig:
+    """The complete config for a task of ``n_symbols`` symbols and sequences of ``seq_len``:
+    the specials and the symbols on both sides, room for a sequence plus its BOS or EOS token,
+    and :data:`SMALL_ARCHITECTURE` with ``architecture``'s changes."""
+    vocab_size = len(SPECIALS) + n_symbols
+    return TransformerConfig(vocab_size, vocab_size, **{**SMALL_ARCHITECTURE, **architecture},
+                             max_len=seq_len + 1)
 
 
 @dataclass
 class DataParallelSettings:
-    """The sequence task, the Transformer (``model``, whose vocabulary sizes and maximum length
-    the task sets, :meth:`model_config`) and the optimiser of one data-parallel run.
+    """The sequence task, the Transformer (``model``, complete: built by :func:`task_model`
+    from the task when not given, and checked against it when given) and the optimiser of one
+    data-parallel run.
 
     Sequences have one fixed length: the loss is a mean over tokens, and only when every rank
     holds equally many tokens is the average of the ranks' means the mean over the global batch.
@@ -177,19 +186,23 @@ class DataParallelSettings:
     n_examples: int = 1024
     n_symbols: int = 10
     seq_len: int = 6
-    model: TransformerConfig = field(default_factory=lambda: replace(SMALL_TRANSFORMER))
+    model: TransformerConfig | None = None
     epochs: int = 10
     global_batch_size: int = 32
     lr: float = 3e-3
     label_smoothing: float = 0.0
     seed: int = 0
 
-    def model_config(self) -> TransformerConfig:
-        """``model`` with the task's vocabulary (the specials and ``n_symbols`` tokens) on both
-        sides and room for a sequence plus its BOS or EOS token."""
-        vocab_size = len(SPECIALS) + self.n_symbols
-        return replace(self.model, src_vocab_size=vocab_size, tgt_vocab_size=vocab_size,
-                       max_len=self.seq_len + 1)
+    def __post_init__(self) -> None:
+        expected = task_model(self.n_symbols, self.seq_len)
+        if self.model is None:
+            self.model = expected
+            return
+        for name in ("src_vocab_size", "tgt_vocab_size", "max_len"):
+            if getattr(self.model, name) != getattr(expected, name):
+                raise ValueError(f"model.{name} must be {getattr(expected, name)} for "
+                                 f"{self.n_symbols} symbols and sequences of {self.seq_len}, "
+                                 f"got {getattr(self.model, name)}; build it with task_model")
 
 
 def train(settings: DataParallelSettings, context: DistributedContext,
@@ -207,7 +220,7 @@ def train(settings: DataParallelSettings, context: DistributedContext,
                          min_len=settings.seq_len, max_len=settings.seq_len, seed=settings.seed)
     loader = distributed_loader(range(settings.n_examples), batch_per_rank, context=context,
                                 seed=settings.seed, collate_fn=partial(take_rows, data))
-    model = Transformer(settings.model_config())
+    model = Transformer(settings.model)
     parallel_model = wrap_model(model, context)
     optimizer = torch.optim.Adam(parallel_model.parameters(), lr=settings.lr)
     history = fit(parallel_model, optimizer, loader, transformer_loss(settings.label_smoothing),
@@ -276,9 +289,9 @@ def build_parser() -> argparse.ArgumentParser:
 def settings_from_args(args: argparse.Namespace) -> DataParallelSettings:
     """The settings the command line asks for: run flags set the settings' fields, model flags
     the fields of its nested ``model``."""
-    model = replace(DataParallelSettings().model,
-                    **{name: getattr(args, flag) for flag, (names, _) in MODEL_FLAGS.items()
-                       for name in names})
+    model = task_model(args.n_symbols, args.seq_len,
+                       **{name: getattr(args, flag) for flag, (names, _) in MODEL_FLAGS.items()
+                          for name in names})
     return DataParallelSettings(model=model, **{name: getattr(args, name) for name in RUN_FLAGS})
 
 

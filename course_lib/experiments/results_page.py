@@ -3,8 +3,9 @@ generated from its JSON.
 
 ``course reproduce`` writes one folder per seed, ``results/seed-N/``, with a JSON file per
 experiment or per model (``bottleneck-bahdanau.json``, ``captioning-shapes.json``, ...). This
-module reads every full-profile seed found, checks the course's targets on each
-(:mod:`course_lib.experiments.targets`), and writes one Markdown page: the targets seed by seed,
+module reads every full-profile seed found for every experiment of a registry
+(:mod:`course_lib.experiments.registry`), checks the experiments' targets on each, and writes
+one Markdown page: the targets seed by seed,
 then every metric's mean, minimum and maximum over the seeds, then the step budgets and training
 times the numbers come from, then the settings each number was made with.
 """
@@ -16,60 +17,51 @@ import re
 import statistics
 from pathlib import Path
 
-from course_lib.experiments.targets import TARGETS, seed_targets
-
-EXPERIMENTS = ("bottleneck", "captioning", "transformer")
-BUCKETS = ("1-10", "11-20", "21-30", "31+")
-CAPTION_METRICS = {"exact_match": "exact match", "bleu4": "BLEU-4", "localization": "localisation"}
+from course_lib.experiments.registry import Experiment, Registry
+from course_lib.experiments.targets import seed_targets
 
 
-def load_seeds(results_dir: Path, profile: str = "full") -> dict[int, dict[str, dict]]:
-    """``{seed: {experiment: result}}`` for every ``results_dir/seed-N/EXPERIMENT.json`` run in
-    ``profile``, seeds in increasing order."""
+def load_seeds(results_dir: Path, registry: Registry, profile: str = "full"
+               ) -> dict[int, dict[str, dict]]:
+    """``{seed: {experiment: result}}`` for every seed folder under ``results_dir`` and every
+    experiment of ``registry`` run in ``profile``, seeds in increasing order.
+
+    An experiment's result gathers ``NAME.json`` and then every ``NAME-MODEL.json`` (one-model
+    runs) of the folder: the run metadata of the first file read, and under ``"models"`` each
+    model's record (the first file that has it wins), with the settings it was made with."""
     seeds: dict[int, dict[str, dict]] = {}
     for folder in sorted(Path(results_dir).glob("seed-*")):
         match = re.fullmatch(r"seed-(\d+)", folder.name)
         if not match or not folder.is_dir():
             continue
         found = {}
-        for experiment in EXPERIMENTS:
-            path = folder / f"{experiment}.json"
-            if path.is_file():
-                result = json.loads(path.read_text())
-                if result.get("profile") == profile:
-                    found[experiment] = result
-        _merge_single_models(folder, profile, found)
+        for experiment in registry:
+            merged = _gather(folder, experiment, profile)
+            if merged is not None:
+                found[experiment.name] = merged
         if found:
             seeds[int(match.group(1))] = found
     return dict(sorted(seeds.items()))
 
 
-def _merge_single_models(folder: Path, profile: str, found: dict[str, dict]) -> None:
-    """Add the models of ``bottleneck-NAME.json`` (``--model NAME`` runs) and the data sets of
-    ``captioning-NAME.json`` (``--dataset NAME`` runs) that ``bottleneck.json`` or
-    ``captioning.json`` lack, or all of them when there is no such file."""
-    for experiment in ("bottleneck", "captioning"):
-        for path in sorted(folder.glob(f"{experiment}-*.json")):
-            result = json.loads(path.read_text())
-            if result.get("profile") != profile:
-                continue
-            if experiment == "bottleneck":
-                merged = found.setdefault(experiment, {**result, "models": {}})["models"]
-                entries = result["models"]
-            else:
-                merged = found.setdefault(experiment, {k: v for k, v in result.items()
-                                                       if not _is_caption_entry(v)})
-                entries = {k: v for k, v in result.items() if _is_caption_entry(v)}
-                by_dataset = merged.setdefault("settings_by_dataset", {})
-                for name in entries:
-                    by_dataset.setdefault(name, result.get("settings", {}))
-            for name, entry in entries.items():
-                merged.setdefault(name, entry)
-
-
-def _is_caption_entry(value) -> bool:
-    """True for a data set's record in a captioning result (not run metadata)."""
-    return isinstance(value, dict) and "exact_match" in value
+def _gather(folder: Path, experiment: Experiment, profile: str) -> dict | None:
+    """One experiment's files in one seed folder, merged (see :func:`load_seeds`)."""
+    files = [folder / f"{experiment.name}.json",
+             *sorted(folder.glob(f"{experiment.name}-*.json"))]
+    merged = None
+    for path in (p for p in files if p.is_file()):
+        result = json.loads(path.read_text())
+        if result.get("profile") != profile:
+            continue
+        records = experiment.records(result)
+        if merged is None:
+            merged = {key: value for key, value in result.items()
+                      if key not in records and key not in ("models", "settings")}
+            merged["models"] = {}
+        for name, record in records.items():
+            merged["models"].setdefault(
+                name, {**record, "settings": record.get("settings", result.get("settings", {}))})
+    return merged
 
 
 def _number(value: float | None) -> str:
@@ -84,44 +76,31 @@ def _spread(values: list[float]) -> str:
     return " | ".join(_number(v) for v in (statistics.fmean(values), min(values), max(values)))
 
 
-def _metric_rows(seeds: dict[int, dict[str, dict]]) -> list[tuple[str, list[float]]]:
+def _each_record(seeds: dict[int, dict[str, dict]], registry: Registry):
+    """``(experiment, model, record)`` seed by seed, the experiments grouped by family."""
+    for results in seeds.values():
+        for experiment in registry.by_family():
+            for name, record in results.get(experiment.name, {}).get("models", {}).items():
+                yield experiment, name, record
+
+
+def _metric_rows(seeds: dict[int, dict[str, dict]], registry: Registry
+                 ) -> list[tuple[str, list[float]]]:
     """``(label, values over the seeds that have it)`` for every metric the page summarises."""
     rows: dict[str, list[float]] = {}
-
-    def add(label: str, value: float | None) -> None:
-        if value is not None:
-            rows.setdefault(label, []).append(value)
-
-    for results in seeds.values():
-        for experiment in ("bottleneck", "transformer"):
-            for model, entry in results.get(experiment, {}).get("models", {}).items():
-                if experiment == "transformer" and model != "transformer":
-                    continue  # the RNN rows there repeat the bottleneck experiment's
-                for bucket in BUCKETS:
-                    add(f"{model}: BLEU {bucket}", entry["bleu_by_length"].get(bucket))
-                add(f"{model}: BLEU overall", entry["bleu"])
-                add(f"{model}: alignment accuracy", entry["alignment_accuracy"])
-        for dataset, entry in results.get("captioning", {}).items():
-            if _is_caption_entry(entry):
-                for metric, label in CAPTION_METRICS.items():
-                    add(f"{dataset}: {label}", entry[metric])
+    for experiment, name, record in _each_record(seeds, registry):
+        for label, value in experiment.metrics(name, record):
+            if value is not None:
+                rows.setdefault(label, []).append(value)
     return list(rows.items())
 
 
-def _budget_rows(seeds: dict[int, dict[str, dict]]) -> list[str]:
+def _budget_rows(seeds: dict[int, dict[str, dict]], registry: Registry) -> list[str]:
     """One line per trained model: steps, epochs and training seconds (mean, min, max)."""
     runs: dict[str, list[tuple[int, int, float]]] = {}
-    for results in seeds.values():
-        for experiment in ("bottleneck", "transformer"):
-            for model, entry in results.get(experiment, {}).get("models", {}).items():
-                if experiment == "transformer" and model != "transformer":
-                    continue
-                runs.setdefault(model, []).append(
-                    (entry["steps"], entry["epochs"], entry["wall_s"]))
-        for dataset, entry in results.get("captioning", {}).items():
-            if _is_caption_entry(entry):
-                runs.setdefault(f"captioner ({dataset})", []).append(
-                    (entry["steps"], entry["epochs"], entry["train_s"]))
+    for experiment, name, record in _each_record(seeds, registry):
+        label, *budget = experiment.budget(name, record)
+        runs.setdefault(label, []).append(tuple(budget))
     lines = []
     for model, rows in runs.items():
         steps = sorted({r[0] for r in rows})
@@ -131,12 +110,6 @@ def _budget_rows(seeds: dict[int, dict[str, dict]]) -> list[str]:
                      f"{statistics.fmean(seconds) / 60:.1f} | {min(seconds) / 60:.1f} | "
                      f"{max(seconds) / 60:.1f} |")
     return lines
-
-
-# The command that measures one seed of each experiment (`course reproduce all` runs them all).
-COMMANDS = {"bottleneck": "course reproduce bottleneck --model MODEL --seed N",
-            "captioning": "course reproduce captioning --dataset DATASET --seed N",
-            "transformer": "course reproduce transformer --seed N"}
 
 
 def _flatten(settings: dict, prefix: str = "") -> dict[str, object]:
@@ -150,50 +123,33 @@ def _flatten(settings: dict, prefix: str = "") -> dict[str, object]:
     return flat
 
 
-def _resolved(settings: dict, dataset: str) -> dict:
-    """``settings`` with the changes its ``by_dataset`` records for ``dataset`` applied."""
-    changes = settings.get("by_dataset", {}).get(dataset, {})
-    return {**{k: v for k, v in settings.items() if k != "by_dataset"}, **changes}
-
-
 def _settings_text(settings: dict) -> str:
-    """``settings`` as `name=value` items; the seed and thread count (the tables give both) and
-    vocabulary sizes still 0 ("set from the data") left out."""
+    """``settings`` as `name=value` items, the seed and thread count left out (the tables give
+    both)."""
     shown = [f"`{name}={value}`" for name, value in _flatten(settings).items()
-             if name.rpartition(".")[2] not in ("seed", "threads")
-             and not (name.endswith("vocab_size") and value == 0)]
+             if name.rpartition(".")[2] not in ("seed", "threads")]
     return ", ".join(shown) or "not recorded"
 
 
-def _settings_lines(seeds: dict[int, dict[str, dict]]) -> list[str]:
-    """Per experiment (per data set for captioning): its command and the settings its newest
-    seed's JSON records."""
+def _settings_lines(seeds: dict[int, dict[str, dict]], registry: Registry) -> list[str]:
+    """Per model of each experiment: its command and the settings its newest seed's record
+    holds."""
     lines = []
-    for experiment in EXPERIMENTS:
-        measured = [(seed, results[experiment]) for seed, results in seeds.items()
-                    if experiment in results]
-        if not measured:
-            continue
-        if experiment != "captioning":
-            seed, result = measured[-1]
-            lines.append(f"- **{experiment}**: `{COMMANDS[experiment]}`. Settings (seed {seed}): "
-                         f"{_settings_text(result.get('settings', {}))}.")
-            continue
-        datasets = dict.fromkeys(name for _, result in measured for name, entry in result.items()
-                                 if _is_caption_entry(entry))
-        for dataset in datasets:
-            seed, result = [(s, r) for s, r in measured if dataset in r][-1]
-            settings = result.get("settings_by_dataset", {}).get(dataset,
-                                                                  result.get("settings", {}))
-            settings = _resolved(settings, dataset)
-            if "architecture" in result[dataset]:  # the model as built, channels and vocabulary
-                settings = {**settings, "model": result[dataset]["architecture"]}
-            lines.append(f"- **captioning, {dataset}**: `{COMMANDS[experiment]}`. Settings (seed "
-                         f"{seed}): {_settings_text(settings)}.")
+    for experiment in registry:
+        measured = [(seed, results[experiment.name]["models"]) for seed, results in seeds.items()
+                    if experiment.name in results]
+        names = dict.fromkeys(name for _, records in measured for name in records)
+        for name in names:
+            seed, records = [(s, r) for s, r in measured if name in r][-1]
+            label = experiment.name if len(experiment.models) == 1 else \
+                f"{experiment.name}, {name}"
+            lines.append(f"- **{label}**: `{experiment.command}`. Settings (seed {seed}): "
+                         f"{_settings_text(records[name].get('settings', {}))}.")
     return lines
 
 
-def results_page(seeds: dict[int, dict[str, dict]], profile: str = "full") -> str:
+def results_page(seeds: dict[int, dict[str, dict]], registry: Registry,
+                 profile: str = "full") -> str:
     """The Markdown of ``docs/results.md`` for the results of ``seeds``, run in ``profile``."""
     names = ", ".join(str(s) for s in seeds) or "none yet"
     lines = [
@@ -223,10 +179,11 @@ def results_page(seeds: dict[int, dict[str, dict]], profile: str = "full") -> st
               "The margin is how far a seed's value lies inside its bound (value − bound, or bound"
               " − value for an upper bound), in the metric's own units; the column gives the"
               " smallest over the seeds.", "", header, "|" + "---|" * (len(seeds) + 4)]
-    for index, target in enumerate(TARGETS):
+    targets = registry.targets()
+    for index, target in enumerate(targets):
         cells, verdicts, margins = [], [], []
         for results in seeds.values():
-            _, value, bound, holds = seed_targets(results)[index]
+            _, value, bound, holds = seed_targets(results, targets)[index]
             verdicts.append(holds)
             mark = "" if holds is None else (" ✓" if holds else " ✗")
             cells.append(_number(value) + mark)
@@ -249,7 +206,7 @@ def results_page(seeds: dict[int, dict[str, dict]], profile: str = "full") -> st
               "BLEU on sacreBLEU's 0–100 scale, test split; the other metrics are shares.", "",
               "| metric | seeds | mean | min | max |", "|---|---|---|---|---|"]
     lines += [f"| {label} | {len(values)} | {_spread(values)} |"
-              for label, values in _metric_rows(seeds)]
+              for label, values in _metric_rows(seeds, registry)]
     lines += ["", "## Step budgets and training time", "",
               "The budget is counted in optimiser steps, so it decides the model; the minutes are"
               " measured (training only, evaluation excluded, one torch thread, two runs side by"
@@ -257,28 +214,25 @@ def results_page(seeds: dict[int, dict[str, dict]], profile: str = "full") -> st
               " doing.", "",
               "| model | steps | epochs | minutes (mean) | min | max |",
               "|---|---|---|---|---|---|"]
-    lines += _budget_rows(seeds)
+    lines += _budget_rows(seeds, registry)
     lines += ["", "## How the numbers were made", "",
               "Each seed's file in `results/seed-N/` records the command's full settings, the"
               " machine, the torch build and the thread count beside its numbers.", ""]
-    lines += _settings_lines(seeds)
+    lines += _settings_lines(seeds, registry)
     return "\n".join(lines) + "\n"
 
 
 HEADLINE_START = "<!-- headline results: generated from results/ by `course results` -->"
 HEADLINE_END = "<!-- end of headline results -->"
-HEADLINE_MODELS = (("bottleneck", "none", "GRU encoder–decoder, no attention"),
-                   ("bottleneck", "bahdanau", "Bahdanau (additive) attention"),
-                   ("bottleneck", "luong-general", "Luong (general) attention"),
-                   ("transformer", "transformer", "Transformer"))
 
 
-def headline_table(seeds: dict[int, dict[str, dict]]) -> str:
+def headline_table(seeds: dict[int, dict[str, dict]], registry: Registry) -> str:
     """README's small table: mean test BLEU of the translators over the seeds measured, and
     how many targets hold on every one of them."""
     lines = ["| model | seeds | BLEU overall | BLEU, sources of 1–10 words | BLEU, sources of "
              "31+ words |", "|---|---|---|---|---|"]
-    for experiment, model, label in HEADLINE_MODELS:
+    shown = [(e.name, model, label) for e in registry for model, label in e.headline.items()]
+    for experiment, model, label in shown:
         entries = [r[experiment]["models"][model] for r in seeds.values()
                    if model in r.get(experiment, {}).get("models", {})]
         means = [statistics.fmean(values) if values else None for values in (
@@ -287,22 +241,24 @@ def headline_table(seeds: dict[int, dict[str, dict]]) -> str:
               for b in ("1-10", "31+")))]
         lines.append(f"| {label} | {len(entries)} | "
                      + " | ".join(_number(m) for m in means) + " |")
-    verdicts = [[seed_targets(r)[i][3] for r in seeds.values()] for i in range(len(TARGETS))]
+    targets = registry.targets()
+    verdicts = [[seed_targets(r, targets)[i][3] for r in seeds.values()]
+                for i in range(len(targets))]
     every = sum(all(v is True for v in vs) for vs in verdicts)
     failed = sum(any(v is False for v in vs) for vs in verdicts)
-    partial = len(TARGETS) - every - failed
+    partial = len(targets) - every - failed
     counts = [f"{n} {verb if n > 1 else verb + 's'} {where}" for n, verb, where in (
         (every, "hold", "on every seed"),
         (partial, "hold", "where measured but not yet on every seed"),
         (failed, "fail", "on at least one seed")) if n]
     if not seeds:
         counts = ["none measured yet"]
-    lines += ["", f"Targets ({len(TARGETS)}), over seeds {', '.join(map(str, seeds)) or 'none'}:"
+    lines += ["", f"Targets ({len(targets)}), over seeds {', '.join(map(str, seeds)) or 'none'}:"
               f" {'; '.join(counts)}."]
     return "\n".join(lines)
 
 
-def update_readme(readme: Path, seeds: dict[int, dict[str, dict]]) -> Path:
+def update_readme(readme: Path, seeds: dict[int, dict[str, dict]], registry: Registry) -> Path:
     """Replace the text between README's headline markers by :func:`headline_table`."""
     text = Path(readme).read_text()
     if HEADLINE_START not in text or HEADLINE_END not in text:
@@ -310,20 +266,20 @@ def update_readme(readme: Path, seeds: dict[int, dict[str, dict]]) -> Path:
                          f"{HEADLINE_END!r}")
     before, rest = text.split(HEADLINE_START, 1)
     after = rest.split(HEADLINE_END, 1)[1]
-    Path(readme).write_text(f"{before}{HEADLINE_START}\n{headline_table(seeds)}\n"
+    Path(readme).write_text(f"{before}{HEADLINE_START}\n{headline_table(seeds, registry)}\n"
                             f"{HEADLINE_END}{after}")
     return Path(readme)
 
 
-def write_results_page(results_dir: Path, page: Path, profile: str = "full",
-                       readme: Path | None = None) -> Path:
+def write_results_page(results_dir: Path, page: Path, registry: Registry,
+                       profile: str = "full", readme: Path | None = None) -> Path:
     """Write :func:`results_page` of the seeds under ``results_dir`` run in ``profile`` (the
     course's documented numbers are the full profile's) to ``page``; with ``readme``, update
     its headline table too (full profile only)."""
     page = Path(page)
     page.parent.mkdir(parents=True, exist_ok=True)
-    seeds = load_seeds(results_dir, profile)
-    page.write_text(results_page(seeds, profile))
+    seeds = load_seeds(results_dir, registry, profile)
+    page.write_text(results_page(seeds, registry, profile))
     if readme is not None and profile == "full":
-        update_readme(readme, seeds)
+        update_readme(readme, seeds, registry)
     return page

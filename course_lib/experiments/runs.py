@@ -15,7 +15,6 @@ import os
 import platform
 import sys
 from collections.abc import Callable
-from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
@@ -75,19 +74,19 @@ def train_or_load(path: Path | None, model_class: type[nn.Module], device: torch
     return model, extra
 
 
-def run_metadata(seed: int, device: torch.device, settings, corpus=None) -> dict:
+def run_metadata(seed: int, device: torch.device, threads: int, corpus=None) -> dict:
     """What every ``course reproduce`` result records about its run: seed, profile, device,
-    machine, the corpus size (for translation) and the settings (a dataclass)."""
+    machine, torch threads and the corpus size (for translation). Each model's record holds
+    its own complete settings."""
     metadata = {
         "seed": seed,
         "profile": get_profile(),
         "device": str(device),
         "machine": f"{platform.machine()}, {os.cpu_count()} cores, torch {torch.__version__}",
-        "threads": getattr(settings, "threads", torch.get_num_threads()),
+        "threads": threads,
     }
     if corpus is not None:
         metadata["corpus"] = {"size": corpus.config.size, "test_pairs": len(corpus.test)}
-    metadata["settings"] = asdict(settings)
     return metadata
 
 

@@ -16,22 +16,23 @@ measurements:
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
-from dataclasses import asdict, dataclass, replace
+from dataclasses import asdict, dataclass
 from pathlib import Path
 
 import torch
 
-from course_lib.data.batching import BatchIterator, TranslationBatch
+from course_lib.data.batching import BatchIterator
 from course_lib.data.corpus import Corpus, CorpusConfig, load_corpus
 from course_lib.data.vocab import PAD_ID
-from course_lib.device import get_device, to_device
+from course_lib.device import get_device
 from course_lib.experiments.bottleneck import (
     BottleneckSettings,
+    corpus_size,
     load_measured,
     results_table,
     translation_entry,
 )
+from course_lib.experiments.registry import Experiment
 from course_lib.experiments.runs import (
     DEFAULT_SEED,
     MODEL_CACHE,
@@ -41,19 +42,18 @@ from course_lib.experiments.runs import (
     train_or_load,
     write_json,
 )
+from course_lib.experiments.step_time import step_time_by_length
+from course_lib.experiments.targets import Target, bleu_of, constant, times
 from course_lib.experiments.translation import (
     Vocabs,
-    build_translator,
     build_vocabs,
     evaluate_translator,
     max_time_s,
+    translation_metrics,
 )
-from course_lib.models import count_parameters
-from course_lib.models.seq2seq import translation_loss
 from course_lib.models.transformer import Transformer, TransformerConfig, transformer_loss
 from course_lib.profile import by_profile, get_profile
 from course_lib.seeding import REPRODUCE_THREADS, fixed_threads, seed_everything
-from course_lib.timing import paired_medians
 from course_lib.train.loop import History, fit
 from course_lib.train.schedules import warmup_inverse_sqrt
 
@@ -61,12 +61,20 @@ REFERENCE_MODELS = ("none", "bahdanau")
 TRANSFORMER_STEPS = 3000  # 12 epochs of the 16,000 training pairs in batches of 64
 
 
-@dataclass
-class TransformerSettings:
-    """The model (``model``, whose vocabulary sizes come from the corpus, :meth:`model_config`),
-    the optimiser and the step budget of ``course reproduce transformer``. ``max_minutes`` is
-    an optional safety valve on training time."""
+def transformer_steps() -> int:
+    """Optimiser steps of the Transformer in the active profile."""
+    return by_profile(fast=20, full=TRANSFORMER_STEPS)
 
+
+@dataclass(frozen=True)
+class TransformerSettings:
+    """Everything that decides the Transformer of ``course reproduce transformer``: the seed
+    (the corpus, the initialisation and the batch order all come from it), the corpus size (the
+    bottleneck experiment's), the model's complete config (vocabulary sizes from the corpus),
+    the optimiser, the step budget, the lengths the step timing measures, and the torch
+    threads. ``max_minutes`` is an optional safety valve on training time."""
+
+    seed: int
     corpus_size: int
     model: TransformerConfig
     batch_size: int = 64
@@ -77,27 +85,31 @@ class TransformerSettings:
     max_minutes: float | None = None
     step_lengths: tuple[int, ...] = (16, 32, 64, 128)
     step_batch_size: int = 32
-    seed: int = DEFAULT_SEED
     threads: int = REPRODUCE_THREADS
 
+    @property
+    def corpus(self) -> CorpusConfig:
+        return CorpusConfig(size=self.corpus_size, seed=self.seed)
+
     @classmethod
-    def for_profile(cls, seed: int = DEFAULT_SEED) -> TransformerSettings:
+    def build(cls, seed: int = DEFAULT_SEED, vocabs: Vocabs | None = None, *,
+              steps: int | None = None, max_minutes: float | None = None,
+              threads: int = REPRODUCE_THREADS) -> TransformerSettings:
+        """The settings with ``seed`` in the active profile; ``vocabs`` (from the corpus of
+        that seed, built when not given) set the model's vocabulary sizes."""
+        size = corpus_size()
+        vocabs = vocabs or build_vocabs(load_corpus(CorpusConfig(size=size, seed=seed)))
         layers = by_profile(fast=1, full=2)
-        model = TransformerConfig(0, 0, d_model=by_profile(fast=32, full=128), num_heads=4,
+        model = TransformerConfig(len(vocabs.src), len(vocabs.tgt),
+                                  d_model=by_profile(fast=32, full=128), num_heads=4,
                                   num_encoder_layers=layers, num_decoder_layers=layers,
                                   d_ff=by_profile(fast=64, full=512), dropout=0.1,
                                   norm_first=True)
-        return cls(corpus_size=BottleneckSettings.for_profile(seed).corpus_size, model=model,
-                   batch_size=by_profile(fast=32, full=64),
+        return cls(seed, size, model, batch_size=by_profile(fast=32, full=64),
                    warmup_steps=by_profile(fast=10, full=200),
-                   steps=by_profile(fast=20, full=TRANSFORMER_STEPS),
+                   steps=steps or transformer_steps(), max_minutes=max_minutes,
                    step_lengths=by_profile(fast=(8, 16), full=(16, 32, 64, 128)),
-                   step_batch_size=by_profile(fast=4, full=32), seed=seed)
-
-    def model_config(self, vocabs: Vocabs) -> TransformerConfig:
-        """``model`` with the corpus's vocabulary sizes."""
-        return replace(self.model, src_vocab_size=len(vocabs.src),
-                       tgt_vocab_size=len(vocabs.tgt))
+                   step_batch_size=by_profile(fast=4, full=32), threads=threads)
 
 
 class BleuCurve:
@@ -137,9 +149,9 @@ def train_transformer(model: Transformer, corpus: Corpus, vocabs: Vocabs,
                max_time_s=max_time_s(settings.max_minutes), callbacks=callbacks, **fit_kwargs)
 
 
-def transformer_path(corpus: Corpus, settings: TransformerSettings,
-                     cache_dir: Path = MODEL_CACHE) -> Path:
-    return cache_file("transformer", [corpus.config.key(), asdict(settings)], cache_dir)
+def transformer_path(settings: TransformerSettings, cache_dir: Path = MODEL_CACHE) -> Path:
+    """Where the Transformer trained with exactly these settings is kept."""
+    return cache_file("transformer", [settings.corpus.key(), asdict(settings)], cache_dir)
 
 
 def _train(corpus: Corpus, vocabs: Vocabs, settings: TransformerSettings, device: torch.device,
@@ -148,7 +160,7 @@ def _train(corpus: Corpus, vocabs: Vocabs, settings: TransformerSettings, device
     history, the BLEU curve and the test evaluation."""
     with fixed_threads(settings.threads):
         seed_everything(settings.seed)
-        model = Transformer(settings.model_config(vocabs))
+        model = Transformer(settings.model)
         curve = BleuCurve(corpus.test, vocabs)
         history = train_transformer(model, corpus, vocabs, settings, device, callbacks=[curve],
                                     progress=progress, live_plot=live_plot)
@@ -156,7 +168,7 @@ def _train(corpus: Corpus, vocabs: Vocabs, settings: TransformerSettings, device
     return model, {"history": history.records, "curve": curve.points, "scores": scores}
 
 
-def reference_results(seed: int, out_dir: Path | None, corpus: Corpus,
+def reference_results(seed: int, out_dir: Path | None, vocabs: Vocabs,
                       cache_dir: Path | None, device: torch.device) -> dict[str, dict]:
     """The no-attention and Bahdanau entries of ``course reproduce bottleneck`` with this seed
     and profile: from ``bottleneck.json`` or ``bottleneck-NAME.json`` in ``out_dir``, else from
@@ -171,12 +183,12 @@ def reference_results(seed: int, out_dir: Path | None, corpus: Corpus,
                 if name in REFERENCE_MODELS:
                     found.setdefault(name, entry)
     if cache_dir is not None:
-        settings = BottleneckSettings.for_profile(seed)
         for name in REFERENCE_MODELS:
             if name not in found:
-                measured = load_measured(name, corpus, settings, device, cache_dir)
+                settings = BottleneckSettings.build(name, seed, vocabs)
+                measured = load_measured(name, settings, device, cache_dir)
                 if measured is not None:
-                    found[name] = measured[0]
+                    found[name] = {**measured[0], "settings": asdict(settings)}
     return {n: found[n] for n in REFERENCE_MODELS if n in found}
 
 
@@ -201,73 +213,13 @@ def cross_attention_maps(model: Transformer, pairs: list[dict], vocabs: Vocabs,
     return found
 
 
-def _random_batch(vocabs: Vocabs, batch: int, length: int, generator) -> TranslationBatch:
-    """Random ids, every sentence ``length`` tokens on both sides (no padding)."""
-    src = torch.randint(4, len(vocabs.src), (batch, length), generator=generator)
-    tgt = torch.randint(4, len(vocabs.tgt), (batch, length + 1), generator=generator)
-    return TranslationBatch(src, torch.full((batch,), length), tgt[:, :-1], tgt[:, 1:],
-                            list(range(batch)))
-
-
-def matched_transformer(vocabs: Vocabs, params: int, num_layers: int = 2,
-                        num_heads: int = 4) -> Transformer:
-    """A Transformer (d_ff = 4 D, dropout 0.1) whose width D, a multiple of 2·num_heads, gives
-    the parameter count nearest ``params``."""
-    def build(d_model):
-        return Transformer(TransformerConfig(len(vocabs.src), len(vocabs.tgt), d_model,
-                                             num_heads, num_layers, num_layers, 4 * d_model))
-
-    def count(d_model):
-        with torch.device("meta"):  # shapes only: no memory, no initialisation
-            return count_parameters(build(d_model))
-
-    widths = range(2 * num_heads, 1025, 2 * num_heads)
-    return build(min(widths, key=lambda d: abs(count(d) - params)))
-
-
-def step_time_by_length(vocabs: Vocabs, settings: TransformerSettings, device: torch.device,
-                        repeats: int = 5) -> tuple[list[dict], dict[str, int]]:
-    """Median seconds of one training step (forward, backward, Adam) at each length, for the
-    Bahdanau model and a Transformer of about its size, timed in alternation so that both see
-    the same machine. Returns the rows and the two parameter counts."""
-    seed_everything(settings.seed)
-    rnn = BottleneckSettings.for_profile(settings.seed)  # the size lessons 04 and 10 compare
-    bahdanau = build_translator("bahdanau", vocabs, rnn.hidden_size, rnn.embed_dim).to(device)
-    params = count_parameters(bahdanau)
-    transformer = matched_transformer(vocabs, params).to(device)
-    models = {"transformer": (transformer, transformer_loss(0.1)),
-              "bahdanau": (bahdanau, translation_loss)}
-    optimizers = {n: torch.optim.Adam(m.parameters(), 1e-4) for n, (m, _) in models.items()}
-    generator = torch.Generator().manual_seed(settings.seed)
-    rows = []
-    for length in settings.step_lengths:
-        batch = to_device(_random_batch(vocabs, settings.step_batch_size, length, generator),
-                          device)
-
-        def training_step(name: str, batch: TranslationBatch) -> Callable[[], None]:
-            model, loss_fn = models[name]
-
-            def call() -> None:
-                model.train()
-                optimizers[name].zero_grad(set_to_none=True)
-                loss_fn(model, batch).backward()
-                optimizers[name].step()
-            return call
-
-        seconds = paired_medians({name: training_step(name, batch) for name in models}, repeats,
-                                 device=device)  # one warm-up round, dropped
-        rows.append({"seq_len": length,
-                     **{f"{n}_s": round(t, 5) for n, t in seconds.items()}})
-    counts = {n: count_parameters(m) for n, (m, _) in models.items()}
-    return rows, counts
-
-
 @dataclass
 class TransformerRun:
     """``result`` is what ``transformer.json`` holds; the rest is for lesson 10."""
 
     result: dict
     model: Transformer
+    settings: TransformerSettings
     history: History
     corpus: Corpus
     vocabs: Vocabs
@@ -277,30 +229,39 @@ class TransformerRun:
         return transformer_table(self.result)
 
 
-def reproduce_transformer(seed: int = DEFAULT_SEED, out_dir: Path | None = None,
-                          settings: TransformerSettings | None = None, progress: bool = True,
+def reproduce_transformer(models: str | tuple[str, ...] = "transformer",
+                          seed: int = DEFAULT_SEED, out_dir: Path | None = None, *,
+                          steps: int | None = None, max_minutes: float | None = None,
+                          threads: int | None = None, progress: bool = True,
                           live_plot: bool | None = None, reuse: bool = False,
                           cache_dir: Path | None = MODEL_CACHE,
                           step_times: bool = True) -> TransformerRun:
-    """Train the Transformer from scratch with ``seed`` (data and initialisation), measure it
-    on the test split beside the RNN models of ``course reproduce bottleneck`` where their
-    results exist, and time training steps versus length (``step_times``).
+    """Train the Transformer (the experiment's one model, ``models``) from scratch with
+    ``seed`` (corpus, initialisation and batch order), measure it on the test split beside the
+    RNN models of ``course reproduce bottleneck`` where their results exist, and time training
+    steps versus length (``step_times``).
 
-    The model is saved in ``cache_dir`` (None: not saved); ``reuse=True`` loads a model saved
-    with exactly these settings (lessons do; ``course reproduce`` never does). With
-    ``out_dir``, writes ``transformer.json`` and ``transformer.png`` there.
+    ``steps``, ``max_minutes`` and ``threads`` replace the step budget, add a safety valve and
+    set the torch threads; every other setting is :meth:`TransformerSettings.build`'s. The model
+    is saved in ``cache_dir`` (None: not saved); ``reuse=True`` loads a model saved with exactly
+    these settings (lessons do; ``course reproduce`` never does). With ``out_dir``, writes
+    ``transformer.json`` and ``transformer.png`` there; the model's record holds its settings.
     """
-    settings = replace(settings or TransformerSettings.for_profile(seed), seed=seed)
-    corpus = load_corpus(CorpusConfig(size=settings.corpus_size, seed=seed))
+    if tuple([models] if isinstance(models, str) else models) != ("transformer",):
+        raise ValueError(f"unknown model {models!r}; available: transformer")
+    corpus = load_corpus(CorpusConfig(size=corpus_size(), seed=seed))
     vocabs = build_vocabs(corpus)
+    settings = TransformerSettings.build(seed, vocabs, steps=steps, max_minutes=max_minutes,
+                                         threads=threads or REPRODUCE_THREADS)
     device = get_device()
-    path = None if cache_dir is None else transformer_path(corpus, settings, cache_dir)
+    path = None if cache_dir is None else transformer_path(settings, cache_dir)
     model, extra = train_or_load(
         path, Transformer, device, reuse=reuse, label="transformer",
         train=lambda: _train(corpus, vocabs, settings, device, progress, live_plot))
     history, curve, scores = History(records=extra["history"]), extra["curve"], extra["scores"]
-    entry = translation_entry(scores, model, history, history["train_s"][-1])
-    references = reference_results(seed, out_dir, corpus, cache_dir, device)
+    entry = {**translation_entry(scores, model, history, history["train_s"][-1]),
+             "settings": asdict(settings)}
+    references = reference_results(seed, out_dir, vocabs, cache_dir, device)
     bahdanau = references.get("bahdanau")
     bahdanau_bleu = None if bahdanau is None else bahdanau["bleu"]
     result = {
@@ -311,7 +272,8 @@ def reproduce_transformer(seed: int = DEFAULT_SEED, out_dir: Path | None = None,
         "bleu_curve": curve,
     }
     if step_times:
-        rows, counts = step_time_by_length(vocabs, settings, device)
+        rows, counts = step_time_by_length(vocabs, settings.seed, settings.step_lengths,
+                                           settings.step_batch_size, device)
         result["step_time_by_length"] = rows
         result["step_time_params"] = counts
     long, short = entry["bleu_by_length"].get("31+"), entry["bleu_by_length"].get("1-10")
@@ -320,8 +282,8 @@ def reproduce_transformer(seed: int = DEFAULT_SEED, out_dir: Path | None = None,
         "long_at_least_0.95_of_short": None if long is None or short is None
         else long >= 0.95 * short,
     }
-    result.update(run_metadata(seed, device, settings, corpus))
-    run = TransformerRun(result, model, history, corpus, vocabs, scores["hypotheses"])
+    result.update(run_metadata(seed, device, settings.threads, corpus))
+    run = TransformerRun(result, model, settings, history, corpus, vocabs, scores["hypotheses"])
     if out_dir is not None:
         out_dir = Path(out_dir)
         write_json(result, out_dir / "transformer.json")
@@ -385,3 +347,31 @@ def transformer_table(result: dict) -> str:
         lines += [f"| {r['seq_len']} | {1000 * r['transformer_s']:.1f} | "
                   f"{1000 * r['bahdanau_s']:.1f} |" for r in result["step_time_by_length"]]
     return "\n".join(lines)
+
+
+EXPERIMENT = Experiment(
+    name="transformer",
+    summary="retrain the Transformer of lesson 10, write results/seed-N/transformer.json",
+    models=("transformer",),
+    settings=lambda name, seed: TransformerSettings.build(seed),
+    steps=lambda name: transformer_steps(),
+    reproduce=reproduce_transformer,
+    # Seconds of one training step on one torch thread of the reference machine, and of the
+    # evaluation after training (the BLEU curve and the step timing included).
+    step_seconds={"transformer": 0.28},
+    evaluation_seconds=150.0,
+    metrics=translation_metrics,
+    targets=(
+        Target("Transformer: BLEU overall", bleu_of("transformer", "transformer"),
+               constant(95.0), "≥ 95"),
+        Target("Transformer: BLEU on 31+ words", bleu_of("transformer", "transformer", "31+"),
+               times(0.95, bleu_of("transformer", "transformer", "1-10")),
+               "≥ 0.95 × its 1-10"),
+    ),
+    # The RNN records beside the Transformer's repeat the bottleneck experiment's.
+    records=lambda result: {name: record for name, record in result.get("models", {}).items()
+                            if name == "transformer"},
+    after=("bottleneck",),
+    family="translation",
+    headline={"transformer": "Transformer"},
+)

@@ -31,18 +31,19 @@ def build_vocabs(corpus: Corpus) -> Vocabs:
                   Vocab.build(p["fr"] for p in corpus.train))
 
 
-@dataclass
+@dataclass(frozen=True)
 class TrainSettings:
     """Adam at ``lr`` on batches of ``batch_size`` pairs for ``steps`` optimiser steps, the rate
     falling along a cosine to ``final_lr_fraction`` of ``lr`` by the last step (None: constant).
-    ``max_minutes`` is an optional safety valve on training time (see :func:`max_time_s`)."""
+    ``max_minutes`` is an optional safety valve on training time (see :func:`max_time_s`). The
+    seed is not here: it belongs to the run (the corpus, the initialisation and the batch order
+    all come from it)."""
 
     batch_size: int = 128
     lr: float = 3e-3
     clip_grad_norm: float = 1.0
     steps: int = 1000
     final_lr_fraction: float | None = 0.05
-    seed: int = 0
     max_minutes: float | None = None
 
 
@@ -52,16 +53,16 @@ def max_time_s(max_minutes: float | None) -> float | None:
 
 
 def train_translator(model: nn.Module, corpus: Corpus, vocabs: Vocabs, settings: TrainSettings,
-                     device: torch.device | str, **fit_kwargs) -> tuple[History, float]:
+                     device: torch.device | str, seed: int = 0, **fit_kwargs
+                     ) -> tuple[History, float]:
     """Adam with gradient clipping for ``settings.steps`` optimiser steps, the learning rate
     decaying along a cosine over those steps (:func:`~course_lib.train.schedules.cosine_decay`), so
     that the model the budget ends with has settled rather than sits on a late loss spike of a
     constant rate.
 
-    Returns the history and the wall time of training in seconds.
+    ``seed`` orders the batches. Returns the history and the wall time of training in seconds.
     """
-    batches = BatchIterator(corpus.train, vocabs.src, vocabs.tgt, settings.batch_size,
-                            seed=settings.seed)
+    batches = BatchIterator(corpus.train, vocabs.src, vocabs.tgt, settings.batch_size, seed=seed)
     optimizer = torch.optim.Adam(model.parameters(), lr=settings.lr)
     schedule = None if settings.final_lr_fraction is None else \
         cosine_decay(optimizer, settings.steps, settings.final_lr_fraction)
@@ -101,8 +102,7 @@ def no_attention_model(vocabs: Vocabs, hidden_size: int = 256, embed_dim: int = 
                        changes: dict | None = None) -> Seq2Seq:
     """The GRU encoder–decoder without attention (context handed over as the initial state and
     at every step), with ``changes`` to its :class:`Seq2SeqConfig` applied."""
-    config = Seq2SeqConfig(len(vocabs.src), len(vocabs.tgt), embed_dim=embed_dim,
-                           hidden_size=hidden_size, context="both")
+    config = translator_config("none", vocabs, hidden_size, embed_dim)
     return Seq2Seq(replace(config, **(changes or {})))
 
 
@@ -149,18 +149,35 @@ def translator_class(name: str) -> type[nn.Module]:
     return Seq2Seq if name in NO_ATTENTION_MODELS else AttentionSeq2Seq
 
 
-def build_translator(name: str, vocabs: Vocabs, hidden_size: int = 256,
-                     embed_dim: int = 128) -> nn.Module:
-    """A fresh model by name: one of :data:`NO_ATTENTION_MODELS` or :data:`ATTENTION_MODELS`.
+TranslatorConfig = Seq2SeqConfig | AttentionSeq2SeqConfig
+
+
+def translator_config(name: str, vocabs: Vocabs, hidden_size: int = 256, embed_dim: int = 128
+                      ) -> TranslatorConfig:
+    """The complete config of the model ``name`` (one of :data:`NO_ATTENTION_MODELS` or
+    :data:`ATTENTION_MODELS`) for these vocabularies: ``hidden_size`` and ``embed_dim`` are the
+    defaults a variant may change (``none-512`` sets its own width).
 
     Attention models get a bidirectional encoder with ``hidden_size / 2`` units per direction,
     so that annotations and decoder states both have ``hidden_size`` numbers.
     """
     if translator_class(name) is Seq2Seq:
-        return no_attention_model(vocabs, hidden_size, embed_dim, NO_ATTENTION_MODELS[name])
-    return AttentionSeq2Seq(AttentionSeq2SeqConfig(
-        len(vocabs.src), len(vocabs.tgt), embed_dim=embed_dim, hidden_size=hidden_size,
-        **ATTENTION_MODELS[name]))
+        config = Seq2SeqConfig(len(vocabs.src), len(vocabs.tgt), embed_dim=embed_dim,
+                               hidden_size=hidden_size, context="both")
+        return replace(config, **NO_ATTENTION_MODELS[name])
+    return AttentionSeq2SeqConfig(len(vocabs.src), len(vocabs.tgt), embed_dim=embed_dim,
+                                  hidden_size=hidden_size, **ATTENTION_MODELS[name])
+
+
+def translator_from_config(config: TranslatorConfig) -> nn.Module:
+    """A fresh model of the class ``config`` belongs to."""
+    return Seq2Seq(config) if isinstance(config, Seq2SeqConfig) else AttentionSeq2Seq(config)
+
+
+def build_translator(name: str, vocabs: Vocabs, hidden_size: int = 256,
+                     embed_dim: int = 128) -> nn.Module:
+    """A fresh model by name, built from :func:`translator_config`."""
+    return translator_from_config(translator_config(name, vocabs, hidden_size, embed_dim))
 
 
 @torch.no_grad()
@@ -193,3 +210,12 @@ def evaluate_alignment(model: nn.Module, pairs: list[dict], vocabs: Vocabs) -> f
     """Share of gold-aligned content words whose attention argmax is on their English word."""
     return alignment_accuracy(reference_attention(model, pairs, vocabs),
                               [p["align"] for p in pairs])
+
+
+def translation_metrics(name: str, record: dict) -> list[tuple[str, float | None]]:
+    """The rows a translation model's record gives the results page: BLEU on each source-length
+    bucket, overall, and alignment accuracy (None without attention)."""
+    return [*((f"{name}: BLEU {bucket}", value)
+              for bucket, value in record["bleu_by_length"].items()),
+            (f"{name}: BLEU overall", record["bleu"]),
+            (f"{name}: alignment accuracy", record["alignment_accuracy"])]

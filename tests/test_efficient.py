@@ -1,5 +1,6 @@
-"""Lesson 11's measurements and masks: sliding windows and their reach, forced greedy decoding
-with and without the KV cache, log-probabilities of outputs, peak memory and timing."""
+"""nn/efficient.py and lessons/costs.py, lesson 11's masks and measurements: sliding windows and
+their reach, forced greedy decoding with and without the KV cache, log-probabilities of outputs,
+peak memory and timing."""
 
 import time
 

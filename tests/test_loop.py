@@ -1,5 +1,6 @@
-"""``fit``, the course's one training loop: it learns, averages losses by batch size, clips,
-stops early, runs under autocast, steps schedulers, and refuses NaN losses and bad settings."""
+"""train/loop.py: ``fit``, the course's one training loop: it learns, averages losses by batch
+size, clips, stops early, runs under autocast, steps schedulers, and refuses NaN losses and bad
+settings."""
 
 import pytest
 import torch

@@ -1,5 +1,5 @@
-"""Seeds give the same draws and profiles the right sizes: ``seed_everything``,
-``make_generator``, ``COURSE_PROFILE`` and ``by_profile``."""
+"""seeding.py and profile.py: seeds give the same draws and profiles the right sizes:
+``seed_everything``, ``make_generator``, ``COURSE_PROFILE`` and ``by_profile``."""
 
 import random
 

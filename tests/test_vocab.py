@@ -1,5 +1,6 @@
-"""Vocabularies, padding and batches: the vocabulary's order and round trip, padded batches'
-shapes, and an iterator that covers every pair once with little padding."""
+"""data/vocab.py and data/batching.py: vocabularies, padding and batches: the vocabulary's order
+and round trip, padded batches' shapes, and an iterator that covers every pair once with little
+padding."""
 
 import pytest
 import torch

@@ -1,5 +1,5 @@
-"""BLEU as the course computes it: sacreBLEU's score on the course's own tokens, overall and
-by source-length bucket."""
+"""metrics.py's BLEU as the course computes it: sacreBLEU's score on the course's own tokens,
+overall and by source-length bucket."""
 
 import pytest
 import sacrebleu

@@ -226,10 +226,18 @@ def test_command_line_flags_set_the_run_and_its_nested_model():
     assert settings.epochs == 4 and settings.seq_len == 3
     assert (settings.model.num_encoder_layers, settings.model.num_decoder_layers) == (2, 2)
     assert settings.model.d_model == 16
-    config = settings.model_config()
+    config = settings.model
     vocab_size = len(SPECIALS) + 5
     assert (config.src_vocab_size, config.tgt_vocab_size, config.max_len) == \
         (vocab_size, vocab_size, 4)
     assert config.norm_first and config.dropout == 0.0
     first, second = DataParallelSettings(), DataParallelSettings()
     assert first.model == second.model and first.model is not second.model  # no shared default
+    # The model is complete from the start, and one that does not fit the task is refused.
+    assert DataParallelSettings(n_symbols=7).model.src_vocab_size == len(SPECIALS) + 7
+    with pytest.raises(ValueError, match=r"model.src_vocab_size must be 14 for 10 symbols and "
+                                         r"sequences of 6, got 9; build it with task_model"):
+        DataParallelSettings(model=config)
+    with pytest.raises(ValueError, match=r"model.max_len must be 7 for 5 symbols and sequences "
+                                         r"of 6, got 4"):
+        DataParallelSettings(n_symbols=5, model=config)
