@@ -81,3 +81,22 @@ def test_kernel_registered_by_setup_is_the_one_notebooks_declare(bootstrap):
 
     assert bootstrap.KERNEL_NAME == course_lib.KERNEL_NAME == KERNELSPEC["name"]
     assert bootstrap.KERNEL_DISPLAY_NAME == KERNELSPEC["display_name"]
+
+
+def test_a_kernel_of_another_checkout_is_registered_again(bootstrap, tmp_path, monkeypatch):
+    """Two checkouts on one machine: the kernel one registered must not serve the other, whose
+    environment path ends the same way (``.venv/bin/python``)."""
+    import json
+    import os
+
+    monkeypatch.chdir(tmp_path)
+    python = Path(".venv") / "bin" / "python"
+    (tmp_path / "kernel.json").write_text(json.dumps(
+        {"argv": ["/elsewhere/checkout/.venv/bin/python", "-m", "ipykernel_launcher"]}))
+    assert not bootstrap.kernel_runs(python, tmp_path)
+    (tmp_path / "kernel.json").write_text(json.dumps(
+        {"argv": [os.path.abspath(python), "-m", "ipykernel_launcher"]}))
+    assert bootstrap.kernel_runs(python, tmp_path)
+    (tmp_path / "kernel.json").write_text("not json")
+    assert not bootstrap.kernel_runs(python, tmp_path)
+    assert not bootstrap.kernel_runs(python, tmp_path / "missing")

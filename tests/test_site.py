@@ -253,3 +253,24 @@ def test_a_tagged_widget_shows_the_figure_its_saved_state_holds():
     del nb["metadata"]["widgets"]
     with pytest.raises(ValueError, match="no figure"):
         slides.lesson_slides(nb)
+
+
+def test_lessons_execute_in_this_checkouts_python_whatever_kernel_is_registered(tmp_path,
+                                                                              monkeypatch):
+    """Another checkout may have registered the course kernel for its own environment; the site
+    and the slides still run the lessons with this one's Python (and so this one's course_lib)."""
+    import json
+    import sys
+
+    from course_lib import KERNEL_NAME
+    from course_lib.course.execute import _kernel_manager
+
+    kernels = tmp_path / "kernels" / KERNEL_NAME
+    kernels.mkdir(parents=True)
+    (kernels / "kernel.json").write_text(json.dumps(
+        {"argv": ["/elsewhere/.venv/bin/python", "-m", "ipykernel_launcher", "-f",
+                  "{connection_file}"], "display_name": "elsewhere", "language": "python"}))
+    monkeypatch.setenv("JUPYTER_DATA_DIR", str(tmp_path))
+    manager = _kernel_manager(KERNEL_NAME)
+    assert manager.kernel_spec.argv[0] == sys.executable
+    assert _kernel_manager("python3").kernel_spec.argv[0] != "/elsewhere/.venv/bin/python"

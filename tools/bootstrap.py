@@ -15,6 +15,7 @@ Only the standard library is used: this runs before anything is installed.
 from __future__ import annotations
 
 import hashlib
+import json
 import os
 import platform
 import shutil
@@ -106,12 +107,21 @@ def main() -> int:
         stamp.write_text(stamp_text())
 
     kernel_dir = jupyter_kernel_dir()
-    if not (kernel_dir / "kernel.json").exists() or str(python) not in (
-        kernel_dir / "kernel.json"
-    ).read_text():
+    if not kernel_runs(python, kernel_dir):
         run(python, "-m", "ipykernel", "install", "--user",
             "--name", KERNEL_NAME, "--display-name", KERNEL_DISPLAY_NAME)
     return 0
+
+
+def kernel_runs(python: Path, kernel_dir: Path) -> bool:
+    """True when the course kernel in ``kernel_dir`` is registered and starts ``python`` (this
+    checkout's environment), compared as absolute paths: another checkout's ``.venv`` is another
+    environment, even though its path ends the same way."""
+    try:
+        argv = json.loads((kernel_dir / "kernel.json").read_text())["argv"]
+    except (OSError, ValueError, KeyError, TypeError):
+        return False
+    return bool(argv) and os.path.abspath(argv[0]) == os.path.abspath(python)
 
 
 def jupyter_kernel_dir() -> Path:

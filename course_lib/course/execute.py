@@ -14,6 +14,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import sys
 import tempfile
 import time
 import uuid
@@ -45,9 +46,20 @@ def cells_key(notebook: Path, profile: str) -> str:
 
 
 def _kernel_manager(kernel_name: str):
+    """A manager for the lesson's kernel; the course's own kernel runs this Python (the
+    checkout's environment), whatever another checkout registered under its name."""
+    from jupyter_client.kernelspec import KernelSpec, KernelSpecManager
     from jupyter_client.manager import KernelManager
 
-    manager = KernelManager(kernel_name=kernel_name)
+    class ThisEnvironment(KernelSpecManager):
+        def get_kernel_spec(self, name: str) -> KernelSpec:
+            if name == KERNEL_NAME:
+                return KernelSpec(argv=[sys.executable, "-m", "ipykernel_launcher", "-f",
+                                        "{connection_file}"], display_name=KERNEL_NAME,
+                                  language="python")
+            return super().get_kernel_spec(name)
+
+    manager = KernelManager(kernel_name=kernel_name, kernel_spec_manager=ThisEnvironment())
     if os.name != "nt":
         manager.transport = "ipc"
         # the kernel's sockets are files named <ip>-<n>; the manager removes them at shutdown
