@@ -50,7 +50,7 @@ lab: setup
 test: setup
 	$(BIN)/ruff check .
 	COURSE_PROFILE=fast $(BIN)/python -m pytest $(PYTEST_PARALLEL) tests $(NOTEBOOK_DIRS) \
-		$(PYTEST_NOTEBOOKS) --nbval-cell-timeout=$(FAST_CELL_TIMEOUT) --durations=15
+		$(PYTEST_NOTEBOOKS) --nbval-cell-timeout=$(FAST_CELL_TIMEOUT) --durations=15 -rs
 
 test-full: setup
 	COURSE_PROFILE=full $(BIN)/python -m pytest tests -m slow
