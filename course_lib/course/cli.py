@@ -106,6 +106,30 @@ def build_parser() -> argparse.ArgumentParser:
                             "regrades)")
     grade.add_argument("--unsafe", action="store_true",
                        help="run submissions without a sandbox when bubblewrap is missing")
+    add_reproduce_command(commands)
+    results = commands.add_parser("results", help="regenerate docs/results.md from results/")
+    results.add_argument("--results-dir", default=None, help="default: results/")
+    results.add_argument("--page", default=None, help="default: docs/results.md")
+    bench = commands.add_parser(
+        "bench", help="time course_lib against PyTorch; write results/bench.json and "
+                      "docs/performance.md")
+    bench.add_argument("--parts", default=None,
+                       help="comma-separated: attention, transformer_step, kv_cache, lessons "
+                            "(default: all)")
+    bench.add_argument("--lesson-profiles", default="fast,full",
+                       help="profiles to time each lesson in: fast, full or fast,full (default; "
+                            "the full profile trains for minutes where no saved model exists)")
+    bench.add_argument("--lessons", nargs="*", metavar="PREFIX",
+                       help="time only the lessons whose names start so (e.g. 08 09)")
+    bench.add_argument("--out-dir", default=None, help="where bench.json goes (default: results/)")
+    bench.add_argument("--docs", default=None,
+                       help="the Markdown page to write (default: docs/performance.md)")
+    add_publishing_commands(commands)
+    return parser
+
+
+def add_reproduce_command(commands) -> None:
+    """``course reproduce``: its experiments and models come from the registry."""
     reproduce = commands.add_parser("reproduce", help="retrain and measure a headline result",
                                     epilog_from=experiments_epilog,
                                     formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -136,25 +160,15 @@ def build_parser() -> argparse.ArgumentParser:
                            help="all only: the results page to write (default: docs/results.md)")
     reproduce.add_argument("--no-page", action="store_true",
                            help="all only: do not write the results page")
-    results = commands.add_parser("results", help="regenerate docs/results.md from results/")
-    results.add_argument("--results-dir", default=None, help="default: results/")
-    results.add_argument("--page", default=None, help="default: docs/results.md")
-    bench = commands.add_parser(
-        "bench", help="time course_lib against PyTorch; write results/bench.json and "
-                      "docs/performance.md")
-    bench.add_argument("--parts", default=None,
-                       help="comma-separated: attention, transformer_step, kv_cache, lessons "
-                            "(default: all)")
-    bench.add_argument("--lesson-profiles", default="fast,full",
-                       help="profiles to time each lesson in: fast, full or fast,full (default; "
-                            "the full profile trains for minutes where no saved model exists)")
-    bench.add_argument("--lessons", nargs="*", metavar="PREFIX",
-                       help="time only the lessons whose names start so (e.g. 08 09)")
-    bench.add_argument("--out-dir", default=None, help="where bench.json goes (default: results/)")
-    bench.add_argument("--docs", default=None,
-                       help="the Markdown page to write (default: docs/performance.md)")
-    add_publishing_commands(commands)
-    return parser
+    reproduce.add_argument("--use-shipped", action="store_true",
+                           help="start from the shipped reference models where they fit the "
+                                "settings, instead of training them")
+    reproduce.add_argument("--check-shipped", action="store_true",
+                           help="train the shipped models again from scratch and compare them "
+                                "with the files, bit for bit (exit 1 when one differs)")
+    reproduce.add_argument("--ship", action="store_true",
+                           help="copy the trained models (loaded when saved with these settings) "
+                                "into reference-models/ and list them in its manifest")
 
 
 def add_publishing_commands(commands) -> None:

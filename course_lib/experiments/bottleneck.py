@@ -29,6 +29,7 @@ from course_lib.experiments.runs import (
     train_or_load,
     write_json,
 )
+from course_lib.experiments.shipped import reference_loader
 from course_lib.experiments.targets import Target, bleu_of, constant, record_value, times
 from course_lib.experiments.translation import (
     HEADLINE_MODELS,
@@ -206,7 +207,8 @@ def reproduce_bottleneck(models: str | tuple[str, ...] | list[str] = BOTTLENECK_
                          steps: int | None = None, max_minutes: float | None = None,
                          threads: int | None = None, progress: bool = True,
                          live_plot: bool | None = None, reuse: bool = False,
-                         cache_dir: Path | None = MODEL_CACHE) -> BottleneckRun:
+                         use_shipped: bool = False, cache_dir: Path | None = MODEL_CACHE
+                         ) -> BottleneckRun:
     """Train each of ``models`` from scratch with ``seed`` (corpus, initialisation and batch
     order) on the same corpus and budget, and evaluate them on the test split.
 
@@ -215,6 +217,8 @@ def reproduce_bottleneck(models: str | tuple[str, ...] | list[str] = BOTTLENECK_
     experiment's (:class:`BottleneckSettings`). Every trained model is saved in ``cache_dir``
     (None: not saved). With ``reuse=True`` a model already saved there with exactly these
     settings is loaded instead of retrained (lessons do this; ``course reproduce`` never does).
+    With ``use_shipped``, a model the course ships for these settings
+    (:mod:`course_lib.experiments.shipped`) is loaded rather than trained.
     With ``out_dir``, write ``bottleneck-NAME.json`` for a single model given by name, or
     ``bottleneck.json`` and ``bottleneck.png`` for several. Each model's record holds its
     settings.
@@ -238,7 +242,9 @@ def reproduce_bottleneck(models: str | tuple[str, ...] | list[str] = BOTTLENECK_
         model, extra = train_or_load(
             path, translator_class(name), device, reuse=reuse and cache_dir is not None,
             label=name, train=lambda name=name, settings=settings: _train_and_measure(
-                name, corpus, vocabs, settings, device, progress, live_plot))
+                name, corpus, vocabs, settings, device, progress, live_plot),
+            reference=reference_loader("bottleneck", name, settings, translator_class(name),
+                                       device) if use_shipped else None)
         entries[name] = {**extra["entry"], "settings": asdict(settings)}
         run.models[name], run.settings[name] = model, settings
         run.hypotheses[name] = extra["hypotheses"]
@@ -322,4 +328,5 @@ EXPERIMENT = Experiment(
     headline={"none": "GRU encoder–decoder, no attention",
               "bahdanau": "Bahdanau (additive) attention",
               "luong-general": "Luong (general) attention"},
+    checkpoint=checkpoint_path,
 )

@@ -47,6 +47,7 @@ from course_lib.experiments.runs import (
     train_or_load,
     write_json,
 )
+from course_lib.experiments.shipped import reference_loader
 from course_lib.experiments.targets import Target, constant, record_value
 from course_lib.experiments.translation import max_time_s
 from course_lib.models import count_parameters
@@ -227,7 +228,8 @@ def reproduce_captioning(datasets: str | tuple[str, ...] | list[str] = DATASETS,
                          steps: int | None = None, max_minutes: float | None = None,
                          threads: int | None = None, progress: bool = True,
                          live_plot: bool | None = None, reuse: bool = False,
-                         cache_dir: Path | None = MODEL_CACHE) -> CaptioningRun:
+                         use_shipped: bool = False, cache_dir: Path | None = MODEL_CACHE
+                         ) -> CaptioningRun:
     """Train one captioner per data set from scratch with ``seed`` (images, initialisation and
     batch order) and measure it on the test split.
 
@@ -235,7 +237,8 @@ def reproduce_captioning(datasets: str | tuple[str, ...] | list[str] = DATASETS,
     set the torch threads; every other setting is the data set's
     (:meth:`CaptioningSettings.build`). Models are saved in ``cache_dir`` (None: not saved);
     ``reuse=True`` loads a model saved with exactly these settings instead of training it
-    (lessons do; ``course reproduce`` never does). With ``out_dir``, writes ``captioning.json``
+    (lessons do; ``course reproduce`` never does); ``use_shipped`` loads the model the course
+    ships for these settings instead of training it. With ``out_dir``, writes ``captioning.json``
     and ``captioning.png`` there, or ``captioning-NAME.json`` and ``captioning-NAME.png`` for a
     single data set given by name. Each data set's record holds its settings.
     """
@@ -256,7 +259,9 @@ def reproduce_captioning(datasets: str | tuple[str, ...] | list[str] = DATASETS,
         model, extra = train_or_load(
             path, ShowAttendTell, device, reuse=reuse, label=name,
             train=lambda data=data, settings=settings: _train(
-                data, settings, device, progress, live_plot))
+                data, settings, device, progress, live_plot),
+            reference=reference_loader("captioning", name, settings, ShowAttendTell, device)
+            if use_shipped else None)
         history = History(records=extra["history"])
         with fixed_threads(threads):
             evaluation = evaluate_captioner(model, name, data.test, data.vocab,
@@ -371,4 +376,5 @@ EXPERIMENT = Experiment(
     budget=lambda name, record: (f"captioner ({name})", record["steps"], record["epochs"],
                                  record["train_s"]),
     model_option="dataset",
+    checkpoint=captioner_path,
 )

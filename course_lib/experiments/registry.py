@@ -24,6 +24,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from course_lib.experiments.targets import Target
@@ -54,7 +55,8 @@ class Experiment:
     reproduce all`` orders its jobs by it); ``family`` groups experiments whose metrics share
     a table block on the results page (translation models with translation models);
     ``headline`` names the translation models README's headline table shows, with their
-    labels."""
+    labels; ``checkpoint(model, settings, cache_dir)`` is where a trained model is saved (what
+    ``--ship`` copies into the shipped reference models)."""
 
     name: str
     summary: str
@@ -74,6 +76,7 @@ class Experiment:
     family: str = ""
     command: str = ""
     headline: Mapping[str, str] = field(default_factory=dict)
+    checkpoint: Callable[..., Path] | None = None
 
     def __post_init__(self) -> None:
         if not self.name.isidentifier() or self.name == "all":

@@ -28,6 +28,7 @@ from course_lib.experiments.catalogue import REGISTRY
 from course_lib.experiments.registry import Experiment, Registry
 from course_lib.experiments.results_page import write_results_page
 from course_lib.experiments.runs import DEFAULT_SEED, RESULTS_DIR, seed_dir
+from course_lib.experiments.shipped import ShippedModelError, check_shipped, ship
 from course_lib.paths import COURSE_ROOT
 from course_lib.profile import get_profile
 
@@ -88,13 +89,14 @@ def parse_seeds(text: str) -> list[int]:
 
 def run_experiment(experiment: str, seed: int, out_dir: Path, only: str | None = None,
                    max_minutes: float | None = None, threads: int | None = None,
-                   reuse: bool = False, progress: bool = True, registry: Registry = REGISTRY
-                   ) -> tuple[dict, str]:
+                   reuse: bool = False, progress: bool = True, registry: Registry = REGISTRY,
+                   use_shipped: bool = False) -> tuple[dict, str]:
     """Run one experiment for one seed into ``out_dir``; returns its result and table."""
     declared = registry[experiment]
     models = declared.check_model(only) if only else declared.default_models
+    shipped = {"use_shipped": True} if use_shipped else {}
     run = declared.reproduce(models, seed, out_dir, max_minutes=max_minutes, threads=threads,
-                             reuse=reuse, progress=progress)
+                             reuse=reuse, progress=progress, **shipped)
     return run.result, run.table()
 
 
@@ -223,6 +225,11 @@ def reproduce_cli(args, registry: Registry = REGISTRY) -> int:
         problem = "--model and --dataset are for one experiment, not all"
     if problem is None and (args.jobs < 1 or (args.jobs > 1 and args.experiment != "all")):
         problem = f"--jobs is for all and must be at least 1, got {args.jobs}"
+    if problem is None and (args.ship or args.check_shipped or args.use_shipped) and \
+            args.experiment == "all":
+        problem = "--ship, --use-shipped and --check-shipped are for one experiment"
+    if problem is None and args.ship and (args.experiment == "all" or args.max_minutes):
+        problem = "--ship is for one experiment's full budget, without --max-minutes"
     if problem is None and args.max_minutes is not None and args.max_minutes <= 0:
         problem = f"--max-minutes must be positive, got {args.max_minutes}"
     try:
@@ -233,6 +240,8 @@ def reproduce_cli(args, registry: Registry = REGISTRY) -> int:
         print(f"course reproduce {args.experiment}: {problem}", file=sys.stderr)
         return 2
     results_dir = Path(args.out_dir) if args.out_dir else RESULTS_DIR
+    if args.check_shipped:
+        return check_cli(registry[args.experiment], args.model or args.dataset, seeds)
     if args.experiment == "all":
         page = None if args.no_page else (Path(args.page) if args.page else RESULTS_PAGE)
         written = reproduce_all(seeds, results_dir, page, args.max_minutes, args.threads,
@@ -246,11 +255,36 @@ def reproduce_cli(args, registry: Registry = REGISTRY) -> int:
               f"{budget_text(args.experiment, only, registry)}.", file=sys.stderr)
         out_dir = seed_dir(seed, results_dir)
         result, table = run_experiment(args.experiment, seed, out_dir, only, args.max_minutes,
-                                       args.threads, registry=registry)
+                                       args.threads, reuse=args.ship, registry=registry,
+                                       use_shipped=args.use_shipped)
         print(table)
         warn_if_cut_short(result, args.max_minutes)
         print(f"wrote results to {out_dir}")
+        if args.ship:
+            declared = registry[args.experiment]
+            for name, record in declared.records(result).items():
+                entry = ship(declared, name, seed, record)
+                print(f"shipped {entry.file} ({entry.bytes:,} bytes)")
     return 0
+
+
+def check_cli(declared: Experiment, only: str | None, seeds: list[int]) -> int:
+    """``course reproduce EXPERIMENT --check-shipped``: each shipped model trained again and
+    compared with its file; 1 when one differs."""
+    failed = False
+    for seed in seeds:
+        for name in ((only,) if only else declared.default_models):
+            try:
+                differ = check_shipped(declared, name, seed)
+            except (ValueError, ShippedModelError) as error:
+                print(f"{declared.name} {name} (seed {seed}): {error}")
+                failed = True
+                continue
+            verdict = "the same, bit for bit" if not differ else \
+                f"DIFFERENT in {len(differ)} tensors: {', '.join(differ[:5])}"
+            print(f"{declared.name} {name} (seed {seed}): trained again, {verdict}")
+            failed = failed or bool(differ)
+    return 1 if failed else 0
 
 
 def results_cli(args, registry: Registry = REGISTRY) -> int:

@@ -60,14 +60,19 @@ def load_saved(path: Path | None, model_class: type[nn.Module], device: torch.de
 
 def train_or_load(path: Path | None, model_class: type[nn.Module], device: torch.device,
                   train: Callable[[], tuple[nn.Module, dict[str, Any]]], reuse: bool,
-                  label: str) -> tuple[nn.Module, dict[str, Any]]:
-    """With ``reuse``, the model already saved at ``path`` (see :func:`load_saved`); otherwise,
-    or when none is saved, ``train()``'s model and ``extra`` record, saved at ``path`` (None:
-    not saved). ``label`` names the model in the message that says it was loaded."""
+                  label: str, reference: Callable[[], Any] | None = None
+                  ) -> tuple[nn.Module, dict[str, Any]]:
+    """With ``reuse``, the model already saved at ``path`` (see :func:`load_saved`), else the
+    shipped reference model ``reference()`` gives (None: none fits); otherwise ``train()``'s
+    model and ``extra`` record, saved at ``path`` (None: not saved). ``label`` names the model
+    in the message that says it was loaded."""
     saved = load_saved(path, model_class, device) if reuse else None
     if saved is not None:
         print(f"{label}: loaded the model trained with these settings from {path.parent}")
         return saved
+    shipped = reference() if reference is not None else None
+    if shipped is not None:
+        return shipped
     model, extra = train()
     if path is not None:
         save_checkpoint(path, model, model.config, extra=extra)

@@ -42,6 +42,7 @@ from course_lib.experiments.runs import (
     train_or_load,
     write_json,
 )
+from course_lib.experiments.shipped import reference_loader
 from course_lib.experiments.step_time import step_time_by_length
 from course_lib.experiments.targets import Target, bleu_of, constant, times
 from course_lib.experiments.translation import (
@@ -234,7 +235,7 @@ def reproduce_transformer(models: str | tuple[str, ...] = "transformer",
                           steps: int | None = None, max_minutes: float | None = None,
                           threads: int | None = None, progress: bool = True,
                           live_plot: bool | None = None, reuse: bool = False,
-                          cache_dir: Path | None = MODEL_CACHE,
+                          use_shipped: bool = False, cache_dir: Path | None = MODEL_CACHE,
                           step_times: bool = True) -> TransformerRun:
     """Train the Transformer (the experiment's one model, ``models``) from scratch with
     ``seed`` (corpus, initialisation and batch order), measure it on the test split beside the
@@ -244,7 +245,8 @@ def reproduce_transformer(models: str | tuple[str, ...] = "transformer",
     ``steps``, ``max_minutes`` and ``threads`` replace the step budget, add a safety valve and
     set the torch threads; every other setting is :meth:`TransformerSettings.build`'s. The model
     is saved in ``cache_dir`` (None: not saved); ``reuse=True`` loads a model saved with exactly
-    these settings (lessons do; ``course reproduce`` never does). With ``out_dir``, writes
+    these settings (lessons do; ``course reproduce`` never does); ``use_shipped`` loads the
+    model the course ships for these settings instead of training it. With ``out_dir``, writes
     ``transformer.json`` and ``transformer.png`` there; the model's record holds its settings.
     """
     if tuple([models] if isinstance(models, str) else models) != ("transformer",):
@@ -257,7 +259,9 @@ def reproduce_transformer(models: str | tuple[str, ...] = "transformer",
     path = None if cache_dir is None else transformer_path(settings, cache_dir)
     model, extra = train_or_load(
         path, Transformer, device, reuse=reuse, label="transformer",
-        train=lambda: _train(corpus, vocabs, settings, device, progress, live_plot))
+        train=lambda: _train(corpus, vocabs, settings, device, progress, live_plot),
+        reference=reference_loader("transformer", "transformer", settings, Transformer, device)
+        if use_shipped else None)
     history, curve, scores = History(records=extra["history"]), extra["curve"], extra["scores"]
     entry = {**translation_entry(scores, model, history, history["train_s"][-1]),
              "settings": asdict(settings)}
@@ -374,4 +378,5 @@ EXPERIMENT = Experiment(
     after=("bottleneck",),
     family="translation",
     headline={"transformer": "Transformer"},
+    checkpoint=lambda name, settings, cache_dir: transformer_path(settings, cache_dir),
 )
