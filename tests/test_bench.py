@@ -106,6 +106,9 @@ def test_result_has_the_promised_keys(fast_result):
     assert fast_result["transformer_step_ratio"] > 0
     assert set(fast_result["kv_cache_speedup"]) == {"4", "8"}
     assert all(row["same_tokens"] for row in fast_result["kv_cache"])
+    assert [(r["batch"], r["tokens"]) for r in fast_result["kv_cache"]] == \
+        [(2, 4), (2, 8), (3, 4), (3, 8)]  # every batch size at every length
+    assert fast_result["kv_cache_speedup"]["8"] == fast_result["kv_cache"][1]["speedup"]
     assert fast_result["cuda"] is None
     json.dumps(fast_result)  # JSON-able as it stands
 
@@ -157,3 +160,62 @@ def test_command_writes_json_and_page(tmp_path):
     wrong = subprocess.run(command[:4] + ["--parts", "speed"], capture_output=True, text=True,
                            timeout=120)
     assert wrong.returncode == 2 and "unknown bench parts" in wrong.stderr
+
+
+def kv_rows(speedups):
+    """Rows of a KV-cache measurement: ``speedups`` maps (batch, tokens) to the speed-up."""
+    return [{"batch": b, "tokens": t, "cached_s": 1.0, "uncached_s": x, "speedup": x,
+             "same_tokens": True} for (b, t), x in speedups.items()]
+
+
+def test_the_kv_reading_says_when_decoding_is_bound_by_overhead():
+    from course_lib.experiments.bench_report import kv_cache_reading
+
+    bound = kv_cache_reading(kv_rows({(4, 128): 1.28, (4, 512): 0.93, (1024, 512): 6.61}))
+    assert bound.startswith("At batch 4 the cache is 0.9× to 1.3× as fast")
+    assert "no real gain" in bound and "bound by that overhead" in bound
+    assert bound.endswith("At batch 1024: 6.6× to 6.6×.")
+    paying = kv_cache_reading(kv_rows({(4, 128): 2.0, (4, 512): 3.6}))
+    assert "no real gain" not in paying and "batch 1024" not in paying
+
+
+def test_a_part_run_alone_keeps_the_others_of_the_same_device():
+    previous = {"device": "cpu: X", "attention": [1], "kv_cache": [2], "kv_cache_speedup": {},
+                "lessons": [3], "cuda": None}
+    now = {"device": "cpu: X", "kv_cache": [9], "kv_cache_speedup": {"4": 9.0}, "cuda": None}
+    kept = bench.merged(previous, now, ["kv_cache"])
+    assert kept["attention"] == [1] and kept["lessons"] == [3] and kept["kv_cache"] == [9]
+    assert bench.merged({**previous, "device": "cpu: Y"}, now, ["kv_cache"]) == now
+    assert bench.merged(None, now, ["kv_cache"]) == now
+
+
+def test_the_committed_gpu_measurements_are_complete_and_reach_the_page(fast_result):
+    measured = bench.gpu_measurements()
+    assert any("H200" in m["device"] for m in measured)
+    for measurement in measured:
+        assert {"device", "measured", "command", "config", "rows"} <= set(measurement)
+        for row in measurement["rows"]:
+            assert row["speedup"] == pytest.approx(row["uncached_s"] / row["cached_s"], abs=0.01)
+            assert row["same_tokens"] is True
+    page = performance_markdown(fast_result, measured)
+    for measurement in measured:
+        assert f"### {measurement['device']}: KV cache by batch size" in page
+
+
+def test_the_gpu_measurement_tool_writes_what_the_page_and_lesson_11_read(tmp_path, monkeypatch):
+    """tools/kv_cache_by_batch.py, cut to 3 words per sentence, on this machine's CPU."""
+    import importlib.util
+
+    from course_lib.experiments.bench_report import gpu_section
+
+    spec = importlib.util.spec_from_file_location(
+        "kv_cache_by_batch", COURSE_ROOT / "tools" / "kv_cache_by_batch.py")
+    tool = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(tool)
+    monkeypatch.setattr(tool, "TOKENS", [3])
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    tool.main(tmp_path)
+    (measurement,) = bench.gpu_measurements(tmp_path)
+    assert [(r["batch"], r["tokens"]) for r in measurement["rows"]] == [(4, 3), (64, 3)]
+    assert all(r["same_tokens"] for r in measurement["rows"])
+    assert gpu_section(measurement)[0] == f"### {measurement['device']}: KV cache by batch size"

@@ -169,3 +169,23 @@ def test_measured_records_reads_the_full_profile_records_of_one_seed(tmp_path):
     assert measured_records("bottleneck", 0, tmp_path) == {}
     with pytest.raises(ValueError, match="unknown experiment 'bottlenek'; available: bottleneck"):
         measured_records("bottlenek", 2, tmp_path)
+
+
+@pytest.mark.parametrize("width, message", [
+    ((63, 32), r"width\[0\] \(the hidden size\) must be even"),
+    ((0, 32), r"width\[0\] \(the hidden size\)"),
+    ((64, -1), r"width\[1\] \(the embedding size\)"),
+    ((64.0, 32), r"width\[0\] \(the hidden size\)"),
+    ((64,), r"width must be \(hidden size, embedding size\), got \(64,\)"),
+    ("64x32", r"width must be \(hidden size, embedding size\), got '64x32'"),
+])
+def test_a_bad_width_is_refused_by_name(width, message):
+    with pytest.raises((ValueError, TypeError), match=message):
+        BottleneckSettings.build("luong-general", 0, width=width)
+
+
+def test_width_sets_both_sizes_and_the_cache_key():
+    small = BottleneckSettings.build("luong-general", 0, width=(64, 32))
+    default = BottleneckSettings.build("luong-general", 0)
+    assert (small.model.hidden_size, small.model.embed_dim) == (64, 32)
+    assert checkpoint_path("luong-general", small) != checkpoint_path("luong-general", default)

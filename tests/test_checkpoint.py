@@ -2,6 +2,7 @@
 every way a load can go wrong is explained."""
 
 from dataclasses import dataclass
+from pathlib import Path
 
 import pytest
 import torch
@@ -120,3 +121,27 @@ def test_a_checkpoint_saved_before_the_models_moved_still_loads(tmp_path):
     torch.save(payload, path)
     with pytest.raises(CheckpointError, match=r"course_lib\.nowhere\.ToyClassifier"):
         load_checkpoint(path, ToyClassifier)
+
+
+
+def test_two_processes_saving_the_same_checkpoint_write_different_temporary_files(
+        tmp_path, monkeypatch):
+    """Notebooks run in parallel in CI, and two lessons may train the same model at once: each
+    process writes a temporary file of its own and renames it, so neither can rename (or
+    truncate) the other's."""
+    import os
+
+    from course_lib.train import checkpoint
+
+    renamed = []
+    real_replace = os.replace
+    monkeypatch.setattr(checkpoint.os, "replace",
+                        lambda source, target: (renamed.append(Path(source).name),
+                                                real_replace(source, target)))
+    model = ToyClassifier(ToyConfig(hidden=8))
+    for pid in (111, 222):
+        monkeypatch.setattr(checkpoint.os, "getpid", lambda pid=pid: pid)
+        save_checkpoint(tmp_path / "same.pt", model, model.config)
+    assert renamed[0] != renamed[1] and "111" in renamed[0] and "222" in renamed[1]
+    assert [p.name for p in tmp_path.iterdir()] == ["same.pt"]  # no temporary file left
+    load_checkpoint(tmp_path / "same.pt", ToyClassifier)

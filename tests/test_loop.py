@@ -9,9 +9,8 @@ from torch.utils.data import DataLoader, TensorDataset
 
 from course_lib.metrics import accuracy
 from course_lib.models.toy import ToyClassifier, ToyConfig, make_spirals
+from course_lib.train.history import EarlyStopping, History
 from course_lib.train.loop import (
-    EarlyStopping,
-    History,
     batch_size,
     epochs_for,
     fit,

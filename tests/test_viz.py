@@ -9,9 +9,14 @@ import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 import pytest  # noqa: E402
 import torch  # noqa: E402
+import torch.nn.functional as F  # noqa: E402
+from torch.utils.data import DataLoader, TensorDataset  # noqa: E402
 
-from course_lib.train.loop import History  # noqa: E402
-from course_lib.viz import LivePlot, plot_attention, plot_history  # noqa: E402
+from course_lib.models.toy import ToyClassifier, ToyConfig, make_spirals  # noqa: E402
+from course_lib.train.history import History  # noqa: E402
+from course_lib.train.loop import fit, supervised_loss  # noqa: E402
+from course_lib.viz import plot_attention  # noqa: E402
+from course_lib.viz_training import LivePlot, plot_history  # noqa: E402
 
 
 @pytest.fixture(autouse=True)
@@ -58,7 +63,7 @@ def test_history_plot_puts_losses_and_metrics_on_separate_panels():
 
 
 def test_quantities_share_an_axis_only_when_they_share_a_unit():
-    from course_lib.viz import FRACTION, curve_unit
+    from course_lib.viz_training import FRACTION, curve_unit
 
     units = {"train_loss": "loss", "val_loss": "loss", "val_accuracy": FRACTION,
              "exact_match": FRACTION, "bleu": "bleu"}
@@ -107,6 +112,33 @@ def test_live_plot_updates_one_display(monkeypatch):
         live.on_epoch_end(epoch, {"epoch": epoch, "train_loss": 1.0 / epoch}, model=None)
     assert [kind for kind, _ in shown] == ["display", "update", "update"]
     assert len(live.records) == 3
+
+
+def test_live_plot_draws_every_steps_loss_as_it_goes(monkeypatch):
+    """Inside fit: redrawn every ``every`` steps, the step curve first, then the epoch curves;
+    the running mean is the mean of the last ``window`` losses."""
+    shown = []
+
+    class Handle:
+        def update(self, figure):
+            shown.append(figure)
+
+    monkeypatch.setattr("IPython.display.display",
+                        lambda figure, display_id: (shown.append(figure), Handle())[1])
+    monkeypatch.setattr(plt, "close", lambda figure: None)
+    live = LivePlot(every=10)
+    model = ToyClassifier(ToyConfig(hidden=8))
+    x, y = make_spirals(40, seed=0)
+    fit(model, torch.optim.SGD(model.parameters(), lr=0.1),
+        DataLoader(TensorDataset(x, y), batch_size=8), supervised_loss(F.cross_entropy),
+        max_steps=30, device="cpu", callbacks=[live], progress=False, live_plot=False)
+    assert live.steps == list(range(1, 31))
+    assert len(shown) == 3 + 3  # at steps 10, 20 and 30, and at the end of each 10-step epoch
+    step_panel, loss_panel = shown[-1].axes
+    raw, mean = step_panel.get_lines()
+    assert list(raw.get_xdata()) == live.steps
+    np.testing.assert_allclose(mean.get_ydata()[0], np.mean(live.losses[:20]))
+    assert [line.get_label() for line in loss_panel.get_lines()] == ["train_loss"]
 
 
 def test_decision_boundary_draws_grid_and_points():
@@ -221,7 +253,7 @@ def test_attention_heads_refuse_maps_that_do_not_match():
 
 
 def test_curves_by_step_one_line_per_history():
-    from course_lib.viz import plot_curves_by_step
+    from course_lib.viz_training import plot_curves_by_step
 
     none = History([{"epoch": e, "steps": 10 * e, "train_loss": 4.0 / e, "lr": 0.1}
                     for e in (1, 2, 3)])

@@ -229,7 +229,11 @@ def main(argv: list[str] | None = None) -> int:
     if args.command == "reproduce":
         from course_lib.experiments.reproduce import reproduce_cli
 
-        return reproduce_cli(args)
+        try:
+            return reproduce_cli(args)
+        except KeyboardInterrupt as stopped:  # training says in one line what it saved
+            print(str(stopped) or "course reproduce: interrupted", file=sys.stderr)
+            return 130
     if args.command == "results":
         from course_lib.experiments.reproduce import results_cli
 

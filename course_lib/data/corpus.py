@@ -175,7 +175,7 @@ def load_corpus(config: CorpusConfig | None = None, cache_dir: Path | None = DEF
         pairs = generate_pairs(config)
         if path is not None:
             path.parent.mkdir(parents=True, exist_ok=True)
-            tmp = path.with_suffix(".tmp")
+            tmp = path.with_suffix(f".{os.getpid()}.tmp")  # two processes never share one
             tmp.write_bytes(gzip.compress(corpus_bytes(pairs), mtime=0))
             tmp.replace(path)
     n_train = int(config.split[0] * len(pairs))

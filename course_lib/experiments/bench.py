@@ -13,7 +13,9 @@ machine that slows down half way slows both down. Four parts:
   :class:`~course_lib.models.transformer.Transformer` against the same architecture built from
   ``torch.nn.Transformer`` (:class:`TorchTransformer`);
 - ``kv_cache``: greedy decoding of N words with the KV cache against recomputing the prefix at
-  every step (:func:`course_lib.lessons.costs.decode_timing`);
+  every step (:func:`course_lib.lessons.costs.decode_timing`), at several batch sizes: where a
+  step is bound by its fixed cost (a GPU's kernel launches) rather than by arithmetic, the cache
+  saves little, and only a larger batch shows its speed-up;
 - ``lessons``: each lesson notebook's run time in the fast and the full profile.
 
 Results go to ``results/bench.json``; ``docs/performance.md`` is generated from them
@@ -22,6 +24,7 @@ Results go to ``results/bench.json``; ``docs/performance.md`` is generated from 
 
 from __future__ import annotations
 
+import json
 import os
 import platform
 import sys
@@ -69,7 +72,9 @@ class BenchSettings:
     kv_tokens: tuple[int, ...] = (128, 256, 512)
     kv_model: dict = field(default_factory=lambda: {
         "vocab": 1000, "d_model": 256, "num_heads": 4, "layers": 2, "d_ff": 1024,
-        "batch": 4, "src_len": 32})
+        "src_len": 32})
+    kv_batches: tuple[int, ...] = (4, 64)  # sentences decoded at once, on a CPU
+    kv_batches_cuda: tuple[int, ...] = (4, 64, 256, 1024)  # and on a GPU
     kv_repeats: int = 3
     seed: int = 0
 
@@ -81,8 +86,8 @@ class BenchSettings:
                          "src_len": 8, "tgt_len": 8},
                    step_repeats=2, kv_tokens=(4, 8),
                    kv_model={**full.kv_model, "vocab": 50, "d_model": 32, "d_ff": 64,
-                             "batch": 2, "src_len": 6},
-                   kv_repeats=1)
+                             "src_len": 6},
+                   kv_batches=(2, 3), kv_batches_cuda=(2, 8), kv_repeats=1)
         return by_profile(fast=fast, full=full)
 
 
@@ -187,17 +192,22 @@ def transformer_step_bench(settings: BenchSettings, device: torch.device) -> dic
 
 def kv_cache_bench(settings: BenchSettings, device: torch.device) -> list[dict]:
     """Seconds to generate exactly N words greedily with and without the KV cache (an untrained
-    model: the speed does not depend on the weights), and the speed-up uncached / cached."""
+    model: the speed does not depend on the weights), and the speed-up uncached / cached, for
+    each batch size of the device (``kv_batches``, or ``kv_batches_cuda`` on a GPU)."""
     spec = settings.kv_model
     config = replace(step_config({**spec, "tgt_len": max(settings.kv_tokens)}), dropout=0.0)
     seed_everything(settings.seed)
     model = Transformer(config).to(device).eval()
-    generator = torch.Generator().manual_seed(settings.seed)
-    src = _random_tokens(spec["batch"], spec["src_len"], spec["vocab"], generator, device)
-    lengths = torch.full((spec["batch"],), spec["src_len"], device=device)
-    rows = decode_timing(model, src, lengths, settings.kv_tokens, settings.kv_repeats)
-    return [{key: row[key] for key in ("tokens", "cached_s", "uncached_s", "speedup",
-                                       "same_tokens")} for row in rows]
+    batches = settings.kv_batches_cuda if device.type == "cuda" else settings.kv_batches
+    found = []
+    for batch in batches:
+        generator = torch.Generator().manual_seed(settings.seed + batch)
+        src = _random_tokens(batch, spec["src_len"], spec["vocab"], generator, device)
+        lengths = torch.full((batch,), spec["src_len"], device=device)
+        rows = decode_timing(model, src, lengths, settings.kv_tokens, settings.kv_repeats)
+        found += [{"batch": batch, **{key: row[key] for key in (
+            "tokens", "cached_s", "uncached_s", "speedup", "same_tokens")}} for row in rows]
+    return found
 
 
 # ---------------------------------------------------------------------------------------------
@@ -280,7 +290,9 @@ def device_bench(settings: BenchSettings, device: torch.device, parts: Sequence[
         log(f"[{device}] KV cache at {list(settings.kv_tokens)} tokens")
         rows = kv_cache_bench(settings, device)
         result["kv_cache"] = rows
-        result["kv_cache_speedup"] = {str(row["tokens"]): row["speedup"] for row in rows}
+        smallest = min(row["batch"] for row in rows)
+        result["kv_cache_speedup"] = {str(row["tokens"]): row["speedup"] for row in rows
+                                      if row["batch"] == smallest}
     return result
 
 
@@ -314,6 +326,37 @@ def run_bench(parts: Sequence[str] = PARTS, settings: BenchSettings | None = Non
 # The Markdown page
 
 
+PART_KEYS = {"attention": ("attention",),
+             "transformer_step": ("transformer_step", "transformer_step_ratio"),
+             "kv_cache": ("kv_cache", "kv_cache_speedup"), "lessons": ("lessons",)}
+GPU_RESULTS = COURSE_ROOT / "results" / "gpu"
+
+
+def read_json(path: Path) -> dict | None:
+    return json.loads(path.read_text()) if path.is_file() else None
+
+
+def merged(previous: dict | None, result: dict, parts: Sequence[str]) -> dict:
+    """``result`` with the parts it did not run taken from ``previous``, an earlier run on the
+    same device (so that running one part keeps the page's others); else ``result`` alone."""
+    if not previous or previous.get("device") != result.get("device"):
+        return result
+    kept = dict(result)
+    for part in set(PARTS) - set(parts):
+        for key in PART_KEYS[part]:
+            if key in previous:
+                kept[key] = previous[key]
+        if part != "lessons" and previous.get("cuda") and result.get("cuda"):
+            kept["cuda"] = {**result["cuda"], **{k: previous["cuda"][k] for k in PART_KEYS[part]
+                                                 if k in previous["cuda"]}}
+    return kept
+
+
+def gpu_measurements(folder: Path = GPU_RESULTS) -> list[dict]:
+    """The committed GPU measurements, ``results/gpu/*.json``, in name order."""
+    return [json.loads(path.read_text()) for path in sorted(folder.glob("*.json"))]
+
+
 def bench_cli(args) -> int:
     parts = tuple(args.parts.split(",")) if args.parts else PARTS
     profiles = tuple(p for p in args.lesson_profiles.split(",") if p)
@@ -328,9 +371,10 @@ def bench_cli(args) -> int:
         print(f"course bench: {error}", file=sys.stderr)
         return 2
     out_dir = Path(args.out_dir) if args.out_dir else COURSE_ROOT / "results"
+    result = merged(read_json(out_dir / "bench.json"), result, parts)
     json_path = write_json(result, out_dir / "bench.json")
     docs = Path(args.docs) if args.docs else DOCS_PAGE
     docs.parent.mkdir(parents=True, exist_ok=True)
-    docs.write_text(performance_markdown(result) + "\n")
+    docs.write_text(performance_markdown(result, gpu_measurements()) + "\n")
     print(f"wrote {json_path} and {docs}")
     return 0

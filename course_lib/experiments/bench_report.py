@@ -68,20 +68,60 @@ def _device_sections(result: dict, heading: str) -> list[str]:
         lines += [
             "### Greedy decoding: KV cache against recomputing the prefix",
             "",
-            f"Target: speed-up ≥ {target:g}× at 256 tokens.",
+            f"Target: speed-up ≥ {target:g}× at 256 tokens. {kv_cache_reading(result['kv_cache'])}",
             "",
-            "| tokens | cached s | recomputed s | speed-up | same words |",
-            "|---|---|---|---|---|",
+            *_kv_table(result["kv_cache"]),
         ]
-        for row in result["kv_cache"]:
-            lines.append(f"| {row['tokens']} | {row['cached_s']:.3f} | {row['uncached_s']:.3f} | "
-                         f"{row['speedup']:.1f}× | {'yes' if row['same_tokens'] else 'NO'} |")
-        lines.append("")
     return lines
 
 
-def performance_markdown(result: dict) -> str:
-    """The generated ``docs/performance.md`` for a :func:`run_bench` result."""
+def _kv_table(rows: list[dict]) -> list[str]:
+    lines = ["| batch | tokens | cached s | recomputed s | speed-up | same words |",
+             "|---|---|---|---|---|---|"]
+    for row in rows:
+        lines.append(f"| {row.get('batch', '–')} | {row['tokens']} | {row['cached_s']:.3f} | "
+                     f"{row['uncached_s']:.3f} | {row['speedup']:.1f}× | "
+                     f"{'yes' if row['same_tokens'] else 'NO'} |")
+    return lines + [""]
+
+
+def kv_cache_reading(rows: list[dict]) -> str:
+    """What a KV-cache measurement says, in words computed from its rows: the speed-up at the
+    smallest and the largest batch, and whether decoding was bound by each step's fixed cost."""
+    by_batch: dict[int, list[float]] = {}
+    for row in rows:
+        by_batch.setdefault(row.get("batch", 0), []).append(row["speedup"])
+    smallest, largest = min(by_batch), max(by_batch)
+    low = by_batch[smallest]
+    text = (f"At batch {smallest} the cache is {min(low):.1f}× to {max(low):.1f}× as fast as "
+            f"recomputing the prefix")
+    if max(low) < 1.5:
+        text += (": no real gain. A greedy step costs about the same fixed amount (Python and, "
+                 "on a GPU, the launch of every kernel) whether it reads the cache or recomputes "
+                 "the prefix, so at this batch decoding is bound by that overhead, not by "
+                 "arithmetic")
+    if largest != smallest:
+        high = by_batch[largest]
+        text += f". At batch {largest}: {min(high):.1f}× to {max(high):.1f}×"
+    return text + "."
+
+
+def gpu_section(measurement: dict) -> list[str]:
+    """A committed measurement of the KV cache on a GPU (``results/gpu/*.json``)."""
+    config = ", ".join(f"{key} = {value}" for key, value in measurement["config"].items())
+    return [
+        f"### {measurement['device']}: KV cache by batch size",
+        "",
+        f"Measured {measurement['measured']} with `{measurement['command']}`; {config}. "
+        f"{kv_cache_reading(measurement['rows'])}",
+        "",
+        *_kv_table(measurement["rows"]),
+    ]
+
+
+def performance_markdown(result: dict, gpu_measurements: list[dict] = ()) -> str:
+    """The generated ``docs/performance.md`` for a :func:`run_bench` result, with the committed
+    GPU measurements (``results/gpu/*.json``) after it."""
     lines = [
         "# Performance: course_lib against PyTorch",
         "",
@@ -99,6 +139,11 @@ def performance_markdown(result: dict) -> str:
     else:
         lines += ["No CUDA device was present for this run; on a GPU machine `course bench` "
                   "runs the same parts there too.", ""]
+    if gpu_measurements:
+        lines += ["## Measured on GPUs", "", "Committed measurements in `results/gpu/`, made "
+                  "where a GPU was lent.", ""]
+        for measurement in gpu_measurements:
+            lines += gpu_section(measurement)
     if result.get("lessons"):
         limit = TARGETS["lesson_fast_s_max"]
         lines += [

@@ -16,6 +16,7 @@ from pathlib import Path
 
 import torch
 
+from course_lib.arguments import check_positive_int
 from course_lib.data.corpus import Corpus, CorpusConfig, load_corpus
 from course_lib.device import get_device
 from course_lib.experiments.registry import Experiment
@@ -50,7 +51,7 @@ from course_lib.models import count_parameters
 from course_lib.models.seq2seq import Seq2Seq
 from course_lib.profile import by_profile
 from course_lib.seeding import REPRODUCE_THREADS, fixed_threads, seed_everything
-from course_lib.train.loop import History
+from course_lib.train.history import History
 from course_lib.viz import plot_bleu_by_length
 
 BOTTLENECK_MODELS = HEADLINE_MODELS
@@ -68,6 +69,19 @@ def bottleneck_training() -> TrainSettings:
 def corpus_size() -> int:
     """Sentence pairs of the experiment's corpus in the active profile."""
     return by_profile(fast=400, full=20000)
+
+
+def check_width(width: object) -> tuple[int, int]:
+    """``width`` as (hidden size, embedding size): two positive ints, the hidden size even (the
+    encoder runs half of it in each direction)."""
+    if not isinstance(width, (tuple, list)) or len(width) != 2:
+        raise ValueError(f"width must be (hidden size, embedding size), got {width!r}")
+    hidden = check_positive_int("width[0] (the hidden size)", width[0])
+    embed = check_positive_int("width[1] (the embedding size)", width[1])
+    if hidden % 2:
+        raise ValueError(f"width[0] (the hidden size) must be even (half of it runs in each "
+                         f"direction of the encoder), got {hidden}")
+    return hidden, embed
 
 
 @dataclass(frozen=True)
@@ -88,15 +102,17 @@ class BottleneckSettings:
 
     @classmethod
     def build(cls, name: str, seed: int = DEFAULT_SEED, vocabs: Vocabs | None = None,
-              train: TrainSettings | None = None, threads: int = REPRODUCE_THREADS
-              ) -> BottleneckSettings:
+              train: TrainSettings | None = None, threads: int = REPRODUCE_THREADS,
+              width: tuple[int, int] | None = None) -> BottleneckSettings:
         """The settings of model ``name`` with ``seed`` in the active profile; ``vocabs`` (from
-        the corpus of that seed, built when not given) set the model's vocabulary sizes."""
+        the corpus of that seed, built when not given) set the model's vocabulary sizes.
+        ``width`` = (hidden size, embedding size) replaces the experiment's."""
         translator_class(name)  # an unknown name fails here, naming the choices
         size = corpus_size()
         vocabs = vocabs or build_vocabs(load_corpus(CorpusConfig(size=size, seed=seed)))
-        model = translator_config(name, vocabs, hidden_size=by_profile(fast=32, full=256),
-                                  embed_dim=by_profile(fast=16, full=128))
+        hidden, embed = (by_profile(fast=32, full=256), by_profile(fast=16, full=128)) \
+            if width is None else check_width(width)
+        model = translator_config(name, vocabs, hidden_size=hidden, embed_dim=embed)
         return cls(seed, size, model, train or bottleneck_training(), threads)
 
 
@@ -166,7 +182,8 @@ def translation_entry(scores: dict, model: torch.nn.Module, history, wall_s: flo
 
 def _train_and_measure(name: str, corpus: Corpus, vocabs: Vocabs,
                        settings: BottleneckSettings, device: torch.device, progress: bool,
-                       live_plot: bool | None) -> tuple[torch.nn.Module, dict]:
+                       live_plot: bool | None, resume_path: Path | None = None
+                       ) -> tuple[torch.nn.Module, dict]:
     """Train one model from scratch on ``settings.threads`` threads and measure it on the test
     split. Returns the model and its record: ``entry`` (the JSON record), ``history`` and
     ``hypotheses``."""
@@ -175,7 +192,7 @@ def _train_and_measure(name: str, corpus: Corpus, vocabs: Vocabs,
         model = translator_from_config(settings.model)
         history, wall_s = train_translator(model, corpus, vocabs, settings.train, device,
                                            seed=settings.seed, progress=progress,
-                                           live_plot=live_plot)
+                                           live_plot=live_plot, resume_path=resume_path)
         scores = evaluate_translator(model, corpus.test, vocabs)
         alignment = None if translator_class(name) is Seq2Seq else \
             evaluate_alignment(model, corpus.test, vocabs)
@@ -207,17 +224,18 @@ def reproduce_bottleneck(models: str | tuple[str, ...] | list[str] = BOTTLENECK_
                          steps: int | None = None, max_minutes: float | None = None,
                          threads: int | None = None, progress: bool = True,
                          live_plot: bool | None = None, reuse: bool = False,
-                         use_shipped: bool = False, cache_dir: Path | None = MODEL_CACHE
-                         ) -> BottleneckRun:
+                         use_shipped: bool = False, cache_dir: Path | None = MODEL_CACHE,
+                         width: tuple[int, int] | None = None) -> BottleneckRun:
     """Train each of ``models`` from scratch with ``seed`` (corpus, initialisation and batch
     order) on the same corpus and budget, and evaluate them on the test split.
 
-    ``steps`` replaces the profile's step budget, ``max_minutes`` adds a safety valve on
-    training time and ``threads`` sets the torch threads (default 1); every other setting is the
-    experiment's (:class:`BottleneckSettings`). Every trained model is saved in ``cache_dir``
-    (None: not saved). With ``reuse=True`` a model already saved there with exactly these
-    settings is loaded instead of retrained (lessons do this; ``course reproduce`` never does).
-    With ``use_shipped``, a model the course ships for these settings
+    ``steps`` replaces the profile's step budget, ``width`` = (hidden size, embedding size) the
+    models' widths (a lesson trains small models live this way), ``max_minutes`` adds a safety
+    valve on training time and ``threads`` sets the torch threads (default 1); every other
+    setting is the experiment's (:class:`BottleneckSettings`). Every trained model is saved in
+    ``cache_dir`` (None: not saved). With ``reuse=True`` a model already saved there with
+    exactly these settings is loaded instead of retrained (lessons do this; ``course reproduce``
+    never does). With ``use_shipped``, a model the course ships for these settings
     (:mod:`course_lib.experiments.shipped`) is loaded rather than trained.
     With ``out_dir``, write ``bottleneck-NAME.json`` for a single model given by name, or
     ``bottleneck.json`` and ``bottleneck.png`` for several. Each model's record holds its
@@ -237,12 +255,12 @@ def reproduce_bottleneck(models: str | tuple[str, ...] | list[str] = BOTTLENECK_
     entries = {}
     for name in names:
         settings = BottleneckSettings.build(name, seed, vocabs, train,
-                                            threads or REPRODUCE_THREADS)
+                                            threads or REPRODUCE_THREADS, width)
         path = None if cache_dir is None else checkpoint_path(name, settings, cache_dir)
         model, extra = train_or_load(
             path, translator_class(name), device, reuse=reuse and cache_dir is not None,
-            label=name, train=lambda name=name, settings=settings: _train_and_measure(
-                name, corpus, vocabs, settings, device, progress, live_plot),
+            label=name, train=lambda resume, name=name, settings=settings: _train_and_measure(
+                name, corpus, vocabs, settings, device, progress, live_plot, resume),
             reference=reference_loader("bottleneck", name, settings, translator_class(name),
                                        device) if use_shipped else None)
         entries[name] = {**extra["entry"], "settings": asdict(settings)}

@@ -54,7 +54,8 @@ from course_lib.models import count_parameters
 from course_lib.models.captioner import CaptionerConfig, ShowAttendTell, captioning_loss
 from course_lib.profile import by_profile
 from course_lib.seeding import REPRODUCE_THREADS, fixed_threads, seed_everything
-from course_lib.train.loop import EarlyStopping, History, epochs_for, fit
+from course_lib.train.history import EarlyStopping, History
+from course_lib.train.loop import epochs_for, fit
 from course_lib.train.schedules import cosine_decay
 
 IN_CHANNELS = {"digits": 1, "shapes": 3}
@@ -192,13 +193,14 @@ def captioner_path(name: str, settings: CaptioningSettings, cache_dir: Path = MO
 
 
 def _train(data: CaptionData, settings: CaptioningSettings, device: torch.device,
-           progress: bool, live_plot: bool | None) -> tuple[ShowAttendTell, dict]:
+           progress: bool, live_plot: bool | None, resume_path: Path | None = None
+           ) -> tuple[ShowAttendTell, dict]:
     """A captioner trained from scratch on ``settings.threads`` threads, and its record."""
     with fixed_threads(settings.threads):
         seed_everything(settings.seed)
         model = ShowAttendTell(settings.model)
         history, wall_s = train_captioner(model, data, settings, device, progress=progress,
-                                          live_plot=live_plot)
+                                          live_plot=live_plot, resume_path=resume_path)
     return model, {"history": history.records, "wall_s": wall_s,
                    "cut_short": bool(history.stopped_by_time)}
 
@@ -258,8 +260,8 @@ def reproduce_captioning(datasets: str | tuple[str, ...] | list[str] = DATASETS,
         path = None if cache_dir is None else captioner_path(name, settings, cache_dir)
         model, extra = train_or_load(
             path, ShowAttendTell, device, reuse=reuse, label=name,
-            train=lambda data=data, settings=settings: _train(
-                data, settings, device, progress, live_plot),
+            train=lambda resume, data=data, settings=settings: _train(
+                data, settings, device, progress, live_plot, resume),
             reference=reference_loader("captioning", name, settings, ShowAttendTell, device)
             if use_shipped else None)
         history = History(records=extra["history"])

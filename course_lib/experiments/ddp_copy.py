@@ -38,7 +38,8 @@ from course_lib.data.vocab import SPECIALS
 from course_lib.device import get_device
 from course_lib.models.transformer import Transformer, TransformerConfig, transformer_loss
 from course_lib.seeding import seed_everything
-from course_lib.train.loop import History, fit
+from course_lib.train.history import History
+from course_lib.train.loop import fit
 
 TORCHRUN_VARIABLES = ("RANK", "LOCAL_RANK", "WORLD_SIZE")
 BACKENDS = ("nccl", "gloo")

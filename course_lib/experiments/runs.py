@@ -24,6 +24,7 @@ from torch import nn
 from course_lib.paths import COURSE_ROOT, cache_dir
 from course_lib.profile import get_profile
 from course_lib.train.checkpoint import CheckpointError, load_checkpoint, save_checkpoint
+from course_lib.train.resume import TrainingInterrupted
 
 DEFAULT_SEED = 0
 # Trained models, keyed by their settings; COURSE_MODEL_CACHE moves the folder (read at import).
@@ -58,14 +59,21 @@ def load_saved(path: Path | None, model_class: type[nn.Module], device: torch.de
     return model.to(device), extra
 
 
+def resume_file(path: Path) -> Path:
+    """Where the resumable state of the model being trained for ``path`` is kept."""
+    return path.with_name(path.stem + ".resume.pt")
+
+
 def train_or_load(path: Path | None, model_class: type[nn.Module], device: torch.device,
-                  train: Callable[[], tuple[nn.Module, dict[str, Any]]], reuse: bool,
+                  train: Callable[[Path | None], tuple[nn.Module, dict[str, Any]]], reuse: bool,
                   label: str, reference: Callable[[], Any] | None = None
                   ) -> tuple[nn.Module, dict[str, Any]]:
     """With ``reuse``, the model already saved at ``path`` (see :func:`load_saved`), else the
-    shipped reference model ``reference()`` gives (None: none fits); otherwise ``train()``'s
-    model and ``extra`` record, saved at ``path`` (None: not saved). ``label`` names the model
-    in the message that says it was loaded."""
+    shipped reference model ``reference()`` gives (None: none fits); otherwise
+    ``train(resume_path)``'s model and ``extra`` record, saved at ``path`` (None: not saved).
+    Training keeps a resumable state next to ``path``, so that a run stopped by Ctrl-C goes on
+    where it stopped (:mod:`course_lib.train.resume`). ``label`` names the model in the
+    messages."""
     saved = load_saved(path, model_class, device) if reuse else None
     if saved is not None:
         print(f"{label}: loaded the model trained with these settings from {path.parent}")
@@ -73,7 +81,12 @@ def train_or_load(path: Path | None, model_class: type[nn.Module], device: torch
     shipped = reference() if reference is not None else None
     if shipped is not None:
         return shipped
-    model, extra = train()
+    try:
+        model, extra = train(None if path is None else resume_file(path))
+    except TrainingInterrupted as stopped:
+        kept = "" if path is None else \
+            f" Models this call finished before it are saved in {path.parent}."
+        raise TrainingInterrupted(f"{label}: {stopped.message}{kept}") from None
     if path is not None:
         save_checkpoint(path, model, model.config, extra=extra)
     return model, extra
@@ -98,7 +111,7 @@ def run_metadata(seed: int, device: torch.device, threads: int, corpus=None) -> 
 def write_json(result: dict, path: Path) -> Path:
     """Write ``result`` as indented JSON, atomically (a reader never sees half a file)."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_suffix(".tmp")
+    tmp = path.with_suffix(f".{os.getpid()}.tmp")  # two processes never share one
     tmp.write_text(json.dumps(result, indent=2) + "\n")
     tmp.replace(path)
     return path

@@ -197,8 +197,8 @@ def ship(experiment, model: str, seed: int, record: dict, folder: Path | None = 
 # The models the lessons load (seed 0, full profile): each must ship, with the key of the
 # settings the code builds now.
 LESSON_MODELS = (("bottleneck", "none"), ("bottleneck", "bahdanau"),
-                 ("captioning", "digits"), ("captioning", "shapes"),
-                 ("transformer", "transformer"))
+                 ("bottleneck", "luong-general"), ("captioning", "digits"),
+                 ("captioning", "shapes"), ("transformer", "transformer"))
 
 
 def check_shipped(experiment, model: str, seed: int, folder: Path | None = None) -> list[str]:

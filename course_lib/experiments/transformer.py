@@ -55,7 +55,8 @@ from course_lib.experiments.translation import (
 from course_lib.models.transformer import Transformer, TransformerConfig, transformer_loss
 from course_lib.profile import by_profile, get_profile
 from course_lib.seeding import REPRODUCE_THREADS, fixed_threads, seed_everything
-from course_lib.train.loop import History, fit
+from course_lib.train.history import History
+from course_lib.train.loop import fit
 from course_lib.train.schedules import warmup_inverse_sqrt
 
 REFERENCE_MODELS = ("none", "bahdanau")
@@ -122,10 +123,17 @@ class BleuCurve:
         self.points: list[dict[str, float]] = []
 
     def on_epoch_end(self, epoch: int, record: dict[str, float], model) -> None:
-        score = evaluate_translator(model, self.pairs, self.vocabs)["bleu"]
-        record["test_bleu"] = score
-        self.points.append({"epoch": epoch, "steps": int(record["steps"]),
-                            "train_s": round(record["train_s"], 1), "bleu": round(score, 2)})
+        record["test_bleu"] = evaluate_translator(model, self.pairs, self.vocabs)["bleu"]
+        self.points.append(self.point(record))
+
+    def on_resume(self, history: History) -> None:
+        """A resumed run's curve starts with the epochs recorded before the interrupt."""
+        self.points = [self.point(record) for record in history.records]
+
+    @staticmethod
+    def point(record: dict[str, float]) -> dict[str, float]:
+        return {"epoch": record["epoch"], "steps": int(record["steps"]),
+                "train_s": round(record["train_s"], 1), "bleu": round(record["test_bleu"], 2)}
 
 
 def time_to_reach(curve: list[dict[str, float]], target: float | None) -> float | None:
@@ -156,7 +164,8 @@ def transformer_path(settings: TransformerSettings, cache_dir: Path = MODEL_CACH
 
 
 def _train(corpus: Corpus, vocabs: Vocabs, settings: TransformerSettings, device: torch.device,
-           progress: bool, live_plot: bool | None) -> tuple[Transformer, dict]:
+           progress: bool, live_plot: bool | None, resume_path: Path | None = None
+           ) -> tuple[Transformer, dict]:
     """A Transformer trained from scratch on ``settings.threads`` threads, and its record: the
     history, the BLEU curve and the test evaluation."""
     with fixed_threads(settings.threads):
@@ -164,7 +173,8 @@ def _train(corpus: Corpus, vocabs: Vocabs, settings: TransformerSettings, device
         model = Transformer(settings.model)
         curve = BleuCurve(corpus.test, vocabs)
         history = train_transformer(model, corpus, vocabs, settings, device, callbacks=[curve],
-                                    progress=progress, live_plot=live_plot)
+                                    progress=progress, live_plot=live_plot,
+                                    resume_path=resume_path)
         scores = evaluate_translator(model, corpus.test, vocabs)
     return model, {"history": history.records, "curve": curve.points, "scores": scores}
 
@@ -259,7 +269,8 @@ def reproduce_transformer(models: str | tuple[str, ...] = "transformer",
     path = None if cache_dir is None else transformer_path(settings, cache_dir)
     model, extra = train_or_load(
         path, Transformer, device, reuse=reuse, label="transformer",
-        train=lambda: _train(corpus, vocabs, settings, device, progress, live_plot),
+        train=lambda resume: _train(corpus, vocabs, settings, device, progress, live_plot,
+                                    resume),
         reference=reference_loader("transformer", "transformer", settings, Transformer, device)
         if use_shipped else None)
     history, curve, scores = History(records=extra["history"]), extra["curve"], extra["scores"]

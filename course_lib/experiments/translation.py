@@ -15,7 +15,8 @@ from course_lib.data.vocab import Vocab
 from course_lib.metrics import alignment_accuracy, bleu, bleu_by_length
 from course_lib.models.attention_seq2seq import AttentionSeq2Seq, AttentionSeq2SeqConfig
 from course_lib.models.seq2seq import Seq2Seq, Seq2SeqConfig, translation_loss
-from course_lib.train.loop import History, fit
+from course_lib.train.history import History
+from course_lib.train.loop import fit
 from course_lib.train.schedules import cosine_decay
 
 

@@ -88,7 +88,7 @@ def save_checkpoint(
     }
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(path.name + ".tmp")
+    tmp = path.with_name(f"{path.name}.{os.getpid()}.tmp")  # two processes never share one
     torch.save(payload, tmp)
     os.replace(tmp, path)  # atomic: a crash never leaves half a checkpoint under the real name
     return path

@@ -26,12 +26,11 @@ Learning-rate schedules are :mod:`course_lib.train.schedules`.
 
 from __future__ import annotations
 
-import copy
 import dataclasses
 import math
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, Protocol
 
 import torch
@@ -39,71 +38,20 @@ from torch import nn
 
 from course_lib.device import get_device, to_device
 from course_lib.train.ddp import any_rank, is_main_process, sum_over_ranks, world_size
+from course_lib.train.history import BestWeights, EarlyStopping, History
 from course_lib.train.progress import Progress, in_notebook
+from course_lib.train.resume import SAVE_EVERY, Checkpointer, EpochSums, TrainingInterrupted
 
 LossFn = Callable[[nn.Module, Any], torch.Tensor]
 Metric = Callable[[nn.Module], float]
 
 
 class Callback(Protocol):
+    """What :func:`fit` calls after each epoch. A callback may also have ``on_step_end(step,
+    loss)``, called after every optimiser step, and ``on_resume(history)``, called when a run
+    goes on from a saved state with the epochs recorded before it."""
+
     def on_epoch_end(self, epoch: int, record: dict[str, float], model: nn.Module) -> None: ...
-
-
-@dataclass
-class EarlyStopping:
-    """Stop when ``monitor`` has not improved by more than ``min_delta`` for ``patience`` epochs.
-
-    ``mode="min"`` for losses, ``"max"`` for scores such as accuracy or BLEU. With
-    ``restore_best=True`` the model ends with the weights of its best epoch.
-    """
-
-    monitor: str = "val_loss"
-    mode: str = "min"
-    patience: int = 3
-    min_delta: float = 0.0
-    restore_best: bool = True
-
-    def __post_init__(self) -> None:
-        if self.mode not in ("min", "max"):
-            raise ValueError(f"EarlyStopping.mode must be 'min' or 'max', got {self.mode!r}")
-        if self.patience < 1:
-            raise ValueError(f"EarlyStopping.patience must be at least 1, got {self.patience}")
-        if self.min_delta < 0:
-            raise ValueError(f"EarlyStopping.min_delta must be >= 0, got {self.min_delta}")
-
-    def improved(self, value: float, best: float | None) -> bool:
-        if best is None:
-            return True
-        if self.mode == "min":
-            return value < best - self.min_delta
-        return value > best + self.min_delta
-
-
-@dataclass
-class History:
-    """Per-epoch records of a run; ``history["val_loss"]`` gives one column as a list."""
-
-    records: list[dict[str, float]] = field(default_factory=list)
-    stopped_early: bool = False
-    stopped_by_time: bool = False
-    best_epoch: int | None = None
-
-    def __getitem__(self, key: str) -> list[float]:
-        if self.records and key not in self.records[0]:
-            raise KeyError(f"no {key!r} in the history; it has {sorted(self.records[0])}")
-        return [record[key] for record in self.records]
-
-    def __len__(self) -> int:
-        return len(self.records)
-
-    @property
-    def keys(self) -> list[str]:
-        return list(self.records[0]) if self.records else []
-
-    def to_frame(self):
-        import pandas as pd
-
-        return pd.DataFrame(self.records).set_index("epoch")
 
 
 def supervised_loss(criterion: Callable[[torch.Tensor, torch.Tensor], torch.Tensor]) -> LossFn:
@@ -189,6 +137,8 @@ def fit(
     live_plot: bool | None = None,
     progress: bool = True,
     max_time_s: float | None = None,
+    resume_path: str | Path | None = None,
+    save_every: int = SAVE_EVERY,
 ) -> History:
     """Train ``model`` for ``max_steps`` optimiser steps or ``epochs`` epochs (whichever ends
     first when both are given) and return its :class:`History`.
@@ -206,6 +156,11 @@ def fit(
     ``max_time_s`` is a safety valve, not a budget: only time in training steps counts; if it
     runs out first, training stops after the current batch and ``history.stopped_by_time`` is
     set. Under ``torchrun`` the loop is the same on every rank (:mod:`course_lib.train.ddp`).
+
+    With ``resume_path``, a resumable state is saved there every ``save_every`` steps and on
+    Ctrl-C, and a later call with the same path goes on from it to the same final weights
+    (:mod:`course_lib.train.resume`). Ctrl-C raises :class:`TrainingInterrupted`, whose one-line
+    message says what was saved.
     """
     epochs = _check_budget(epochs, max_steps, train_batches)
     _check_options(clip_grad_norm, max_time_s, amp_dtype)
@@ -213,20 +168,60 @@ def fit(
     model.to(device)
     callbacks = list(callbacks)
     if live_plot if live_plot is not None else in_notebook():
-        from course_lib.viz import LivePlot
+        from course_lib.viz_training import LivePlot
 
         callbacks.append(LivePlot())
+    bars = Progress(progress and is_main_process(), epochs, max_steps)
     stepper = _Stepper(model, optimizer, loss_fn, device, clip_grad_norm, amp_dtype, scheduler,
-                       max_steps, max_time_s, Progress(progress and is_main_process(), epochs,
-                                                       max_steps))
+                       max_steps, max_time_s, bars)
+    stepper.step_callbacks = [c for c in callbacks if callable(getattr(c, "on_step_end", None))]
     history = History()
-    best = _BestWeights(early_stopping)
+    best = BestWeights(early_stopping)
+    if resume_path is not None and world_size() > 1:
+        raise ValueError("resume_path is for a run in one process; under torchrun every rank "
+                         "would write the same file")
+    saver = None if resume_path is None else Checkpointer(
+        Path(resume_path), save_every, {"epochs": epochs, "max_steps": max_steps}, device)
+    first_epoch = _resume(saver, stepper, train_batches, history, best, callbacks)
+    try:
+        _epochs(first_epoch, epochs, stepper, saver, train_batches, history, best, callbacks,
+                val_batches, metrics, loss_fn, amp_dtype)
+    except KeyboardInterrupt:
+        bars.close()
+        raise stepper.interrupted(saver) from None
+    bars.close()
+    if saver is not None:
+        saver.finished()
+    best.restore(model)
+    model.eval()
+    return history
+
+
+def _resume(saver, stepper, train_batches, history, best, callbacks) -> int:
+    """Load a saved state into the run if there is one; the epoch to start from."""
+    state = None if saver is None else saver.load()
+    if state is None:
+        return 1
+    stepper.resume_sums = saver.restore(state, stepper, train_batches)
+    history.records = list(saver.history_at_epoch_start)
+    best.restore_snapshot(saver.best_at_epoch_start, history)
+    for callback in callbacks:
+        if callable(getattr(callback, "on_resume", None)):
+            callback.on_resume(history)
+    print(f"resuming from step {stepper.steps}, saved in {saver.path}")
+    return saver.epoch
+
+
+def _epochs(first_epoch, epochs, stepper, saver, train_batches, history, best, callbacks,
+            val_batches, metrics, loss_fn, amp_dtype) -> None:
+    """Epochs ``first_epoch`` to ``epochs`` of :func:`fit`: train, evaluate, record."""
+    model, device, optimizer = stepper.model, stepper.device, stepper.optimizer
     sampler = getattr(train_batches, "sampler", None)
-    for epoch in range(1, epochs + 1):
+    for epoch in range(first_epoch, epochs + 1):
         start = time.perf_counter()
         if callable(getattr(sampler, "set_epoch", None)):
             sampler.set_epoch(epoch - 1)  # a new shuffle each epoch, counted from 0
-        train_loss, grad_norm = stepper.train_epoch(train_batches, epoch)
+        train_loss, grad_norm = stepper.train_epoch(train_batches, epoch, saver, history, best)
         history.stopped_by_time = stepper.out_of_time
         record = {"epoch": epoch, "train_loss": train_loss}
         model.eval()
@@ -244,10 +239,6 @@ def fit(
             callback.on_epoch_end(epoch, record, model)
         if best.should_stop(record, epoch, model, history, epochs) or stepper.finished:
             break
-    stepper.bars.close()
-    best.restore(model)
-    model.eval()
-    return history
 
 
 def _check_budget(epochs: int | None, max_steps: int | None, train_batches: Any) -> int:
@@ -290,6 +281,10 @@ class _Stepper:
         self.scaler = torch.amp.GradScaler(device.type, enabled=amp_dtype is torch.float16)
         self.distributed = world_size() > 1
         self.steps = 0  # optimiser steps taken
+        self.updating = False  # inside the parameter update of a step
+        self.step_callbacks: list[Any] = []  # callbacks told of every step's loss
+        self.sums: EpochSums | None = None  # the running sums of the epoch in progress
+        self.resume_sums: EpochSums | None = None  # those of the epoch a resumed run goes on in
         self.trained_s = 0.0  # seconds spent in training steps; evaluation does not count
         self.out_of_time = False
 
@@ -308,6 +303,7 @@ class _Stepper:
         self.scaler.unscale_(self.optimizer)
         params = [p for group in self.optimizer.param_groups for p in group["params"]]
         norm = float(nn.utils.clip_grad_norm_(params, self.max_norm))
+        self.updating = True  # Ctrl-C from here to the step's bookkeeping leaves half an update
         self.scaler.step(self.optimizer)
         self.scaler.update()
         if self.scheduler is not None:
@@ -321,64 +317,77 @@ class _Stepper:
         out_of_time = self.trained_s + time.perf_counter() - started >= self.max_time_s
         return any_rank(out_of_time, self.device) if self.distributed else out_of_time
 
-    def train_epoch(self, batches: Iterable[Any], epoch: int) -> tuple[float, float]:
+    def _batches(self, batches: Iterable[Any], saver: Checkpointer | None, history: History,
+                 best: BestWeights, epoch: int) -> Iterable[Any]:
+        """This epoch's batches: all of them, or, in the epoch a resumed run goes on in, those
+        after the ones the interrupted run used."""
+        if self.resume_sums is not None:
+            self.sums, self.resume_sums = self.resume_sums, None
+            self.bars.skip(self.steps, self.sums.batches)
+            return saver.replay_epoch(batches, self.sums.batches)
+        self.updating = True  # Ctrl-C in the epoch's bookkeeping falls back to the last save
+        self.sums = EpochSums()
+        if saver is not None:
+            saver.epoch_started(epoch, batches, history.records, best)
+        self.updating = False
+        return batches
+
+    def train_epoch(self, batches: Iterable[Any], epoch: int, saver: Checkpointer | None = None,
+                    history: History | None = None, best: BestWeights | None = None
+                    ) -> tuple[float, float]:
         """Steps over ``batches`` until they or the budget run out. Returns the row-weighted
         mean training loss (over every rank) and the mean gradient norm."""
         self.model.train()
-        total, rows, norms = 0.0, 0, []
         self.bars.start_epoch(epoch, len(batches) if hasattr(batches, "__len__") else None)
+        epoch_batches = self._batches(batches, saver, history or History(), best, epoch)
         started = time.perf_counter()
-        for index, batch in enumerate(batches):
+        sums = self.sums
+        for index, batch in enumerate(epoch_batches, start=sums.batches):
+            if self.finished:
+                break
             batch = to_device(batch, self.device)
             loss, norm = self.step(batch, epoch, index)
             size = max(batch_size(batch), 1)
-            total, rows = total + loss * size, rows + size
-            norms.append(norm)
+            sums.batches, sums.total, sums.rows = index + 1, sums.total + loss * size, \
+                sums.rows + size
+            sums.norms.append(norm)
+            if saver is not None:
+                saver.step_done(self, sums)
+            self.updating = False  # the step and its bookkeeping are complete
             self.bars.step(loss)
+            for callback in self.step_callbacks:
+                callback.on_step_end(self.steps, loss)
             if self.max_steps is not None and self.steps >= self.max_steps:
                 break
             if self._time_is_up(started):
                 self.out_of_time = True
                 break
         self.trained_s += time.perf_counter() - started
+        total, rows = sums.total, sums.rows
         if self.distributed:
             total, rows = sum_over_ranks([total, rows], self.device)
         if rows == 0:
             raise ValueError("train_batches yielded no batches")
-        return total / rows, sum(norms) / len(norms)
+        return total / rows, sum(sums.norms) / len(sums.norms)
 
-
-class _BestWeights:
-    """Early stopping inside :func:`fit`: tracks the best value of the monitored record, keeps
-    a copy of the weights of that epoch when asked to restore them, and says when to stop."""
-
-    def __init__(self, rule: EarlyStopping | None) -> None:
-        self.rule = rule
-        self.value: float | None = None
-        self.state: dict[str, torch.Tensor] | None = None
-        self.epochs_without_gain = 0
-
-    def should_stop(self, record: dict[str, float], epoch: int, model: nn.Module,
-                    history: History, epochs: int) -> bool:
-        if self.rule is None:
-            return False
-        if self.rule.monitor not in record:
-            raise ValueError(
-                f"EarlyStopping monitors {self.rule.monitor!r}, which the history does "
-                f"not have; it has {sorted(record)} (val_loss needs val_batches)."
+    def interrupted(self, saver: Checkpointer | None) -> TrainingInterrupted:
+        """Save what Ctrl-C leaves (see :mod:`course_lib.train.resume`) and say so in one line."""
+        where = f"stopped at step {self.steps}" + \
+            (f" of {self.max_steps}" if self.max_steps is not None else "")
+        if saver is None:
+            return TrainingInterrupted(
+                f"Training {where}; the model holds the weights of that step and nothing was "
+                f"saved (fit(..., resume_path=...) keeps a state to go on from)."
             )
-        value = record[self.rule.monitor]
-        if self.rule.improved(value, self.value):
-            self.value, history.best_epoch, self.epochs_without_gain = value, epoch, 0
-            if self.rule.restore_best:
-                self.state = copy.deepcopy(model.state_dict())
-            return False
-        self.epochs_without_gain += 1
-        if self.epochs_without_gain >= self.rule.patience:
-            history.stopped_early = epoch < epochs
-            return True
-        return False
-
-    def restore(self, model: nn.Module) -> None:
-        if self.state is not None:
-            model.load_state_dict(self.state)
+        if not self.updating and self.sums is not None:
+            saver.save(self, self.sums)
+        elif not saver.path.is_file():
+            return TrainingInterrupted(
+                f"Training {where}, in the middle of an update; nothing was saved, and the next "
+                f"run starts from step 0."
+            )
+        return TrainingInterrupted(
+            f"Training {where}; the state after step {saver.saved_steps} is saved in "
+            f"{saver.path}, and the same call goes on from there (the unfinished model was not "
+            f"saved as trained)."
+        )

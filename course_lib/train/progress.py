@@ -31,6 +31,10 @@ class Progress:
             self.batches.reset(total=batches)
         self.batches.set_description(f"epoch {epoch}")
 
+    def skip(self, steps: int, batches: int) -> None:
+        """Count the steps a resumed run already took (or the epoch's batches it already used)."""
+        self.batches.update(steps if self.by_steps else batches)
+
     def step(self, loss: float) -> None:
         self.batches.update(1)
         self.batches.set_postfix(loss=f"{loss:.4f}", refresh=False)
