@@ -219,3 +219,14 @@ def test_the_gpu_measurement_tool_writes_what_the_page_and_lesson_11_read(tmp_pa
     assert [(r["batch"], r["tokens"]) for r in measurement["rows"]] == [(4, 3), (64, 3)]
     assert all(r["same_tokens"] for r in measurement["rows"])
     assert gpu_section(measurement)[0] == f"### {measurement['device']}: KV cache by batch size"
+
+
+def test_the_page_checks_the_full_profile_against_three_minutes_and_twenty_in_all(fast_result):
+    rows = [{"lesson": f"{i:02d}_x", "fast_s": 1.0, "full_s": 100.0} for i in range(12)]
+    page = performance_markdown({**fast_result, "lessons": rows})
+    assert "the slowest took 100 s and the 12 lessons 1200 s, which meets the target" in page
+    rows[3]["full_s"] = 181.0
+    page = performance_markdown({**fast_result, "lessons": rows})
+    assert "the slowest took 181 s" in page and "**misses the target**" in page
+    rows[3] = {**rows[3], "full_s": 10.0, "full_error": "NameError: x"}
+    assert "(03_x failed)." in performance_markdown({**fast_result, "lessons": rows})
