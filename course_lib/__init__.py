@@ -7,3 +7,16 @@ instead of failing on import.
 
 __version__ = "0.1.0"
 KERNEL_NAME = "attention-course"
+
+
+def _describe_figures() -> None:
+    # in a notebook, every figure is displayed with a text alternative (figure_text.py)
+    import sys
+
+    if "IPython" in sys.modules:
+        from course_lib.figure_text import register
+
+        register()
+
+
+_describe_figures()

@@ -33,6 +33,19 @@ def require_checkout(what: str) -> Path:
                        f"clone the repository and install it there with `pip install -e .`")
 
 
+def display_path(path: Path) -> str:
+    """``path`` as messages show it: relative to the checkout when inside it (``.cache/models``),
+    else with the home folder written ``~``, so that outputs saved in a notebook or on the site
+    do not carry one machine's folders. Links are not followed (a venv's python stays itself)."""
+    absolute = Path(os.path.abspath(path))
+    if absolute.is_relative_to(COURSE_ROOT):
+        return str(absolute.relative_to(COURSE_ROOT))
+    home = Path.home()
+    if absolute.is_relative_to(home) and home != Path("/"):
+        return str(Path("~") / absolute.relative_to(home))
+    return str(absolute)
+
+
 def cache_dir(name: str) -> Path:
     """The cache folder ``name``: ``.cache/<name>`` in the checkout; outside one,
     ``attention-course/<name>`` in ``$XDG_CACHE_HOME`` (default ``~/.cache``)."""

@@ -4,13 +4,15 @@
 from __future__ import annotations
 
 import os
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
 
 from course_lib.course.slide_check import CHROMIUM, CHROMIUM_ARGS
 
-__all__ = ["CHROMIUM", "CHROMIUM_ARGS", "require_browser"]
+__all__ = ["CHROMIUM", "CHROMIUM_ARGS", "chromium_browser", "require_browser"]
 
 
 def require_browser(*, module_level: bool = False) -> None:
@@ -27,3 +29,16 @@ def require_browser(*, module_level: bool = False) -> None:
     if missing:
         pytest.skip(f"browser checks need {' and '.join(missing)}",
                     allow_module_level=module_level)
+
+
+@contextmanager
+def chromium_browser() -> Iterator:
+    """Debian's Chromium, headless, launched by Playwright with the course's flags."""
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as playwright:
+        chromium = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+        try:
+            yield chromium
+        finally:
+            chromium.close()

@@ -29,10 +29,12 @@ import pytest
 
 from course_lib.course.execute import kernel_environment
 from course_lib.course.links import broken_html_links
-from course_lib.course.site import build_site
+from course_lib.course.site import DOC_PAGES, build_site
 from course_lib.course.slides import build_slides
 from course_lib.course.syllabus import COURSE_ROOT, LESSONS
-from tests.browser_support import CHROMIUM, CHROMIUM_ARGS, require_browser
+from course_lib.widgets.quiz import load_bank, question_data
+from tests.accessibility import axe_violations
+from tests.browser_support import chromium_browser, require_browser
 from tests.lab_support import START_PAGE, start_make_lab
 
 SCREENSHOTS = COURSE_ROOT / "build" / "screenshots"
@@ -40,7 +42,6 @@ SCREENSHOTS.mkdir(parents=True, exist_ok=True)
 
 
 require_browser(module_level=True)
-from playwright.sync_api import sync_playwright  # noqa: E402
 
 # ---- fixtures ----------------------------------------------------------------------------------
 
@@ -51,10 +52,8 @@ class _QuietHandler(http.server.SimpleHTTPRequestHandler):
 
 @pytest.fixture(scope="module")
 def browser():
-    with sync_playwright() as playwright:
-        chromium = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+    with chromium_browser() as chromium:
         yield chromium
-        chromium.close()
 
 
 def serve(folder: Path):
@@ -133,6 +132,27 @@ def lesson_has_widgets(lesson) -> bool:
     return "widgets." in (COURSE_ROOT / lesson.notebook).read_text()
 
 
+# the lessons whose interactive outputs must respond on the site (issue: at least these)
+CONTROL_LESSONS = {"01", "04", "08", "09"}
+EXPLORER_LESSONS = {"04", "05", "07", "09", "10"}
+# a Markdown table's separator row shown as text: the renderer did not make it a table
+RAW_TABLE = re.compile(r"^\s*\|?\s*:?-{3,}:?\s*(\|\s*:?-{3,}:?\s*)+\|?\s*$", re.M)
+
+
+def page_problems(page) -> list[str]:
+    """What a learner must never see on a lesson page: a Markdown table left as text, a folder
+    of the machine that built the site, an ipywidgets control that would move without effect."""
+    text = page.locator("article").inner_text()
+    problems = [f"raw Markdown table: {m.group(0).strip()[:60]}" for m in RAW_TABLE.finditer(text)]
+    for folder in {str(COURSE_ROOT), str(Path.home())} - {"/"}:
+        if folder in page.content():
+            problems.append(f"the build machine's folder {folder} is on the page")
+    frozen = page.locator(".widget-slider, .widget-dropdown, .widget-checkbox, .widget-select")
+    if frozen.count():
+        problems.append(f"{frozen.count()} saved ipywidgets controls (they move without effect)")
+    return problems
+
+
 @pytest.mark.parametrize("lesson", LESSONS, ids=[lesson.number for lesson in LESSONS])
 def test_a_lesson_page_loads_offline_with_figures_math_and_widgets(browser, site_url, lesson):
     watched = Watched(browser, site_url)
@@ -145,12 +165,133 @@ def test_a_lesson_page_loads_offline_with_figures_math_and_widgets(browser, site
     assert "$$" not in text and "\\(" not in text and "\\[" not in text, "untypeset math"
     if page.locator("article .math").count():
         assert page.locator("mjx-container").count() >= page.locator("article .math").count()
-    if lesson_has_widgets(lesson):
-        assert page.locator('script[type="application/vnd.jupyter.widget-state+json"]').count() == 1
-        views = page.locator(".jupyter-widgets, .widget-slider, .widget-dropdown")
-        assert views.count() > 0, "the saved widgets did not render"
-        assert page.locator(".course-widget-note").count() > 0
+    assert page_problems(page) == []
+    assert page.locator("[data-course-quiz]").count() >= 4, "fewer than four questions"
+    if lesson.number in CONTROL_LESSONS:
+        assert page.locator("[data-course-control]").count() > 0, "no control that responds"
+    if lesson.number in EXPLORER_LESSONS:
+        assert page.locator('[data-course-widget="attention-explorer"]').count() > 0
+    assert axe_violations(page) == []
     watched.shot(f"site-{SITE_PROFILE}-{lesson.number}.png")
+    page.close()
+
+
+def test_the_page_checks_catch_a_raw_table_a_build_path_and_a_frozen_control(browser):
+    page = browser.new_page()
+    page.set_content(f"<article><p>| model | BLEU |</p><p>|---|---|</p><p>{COURSE_ROOT}/.cache/"
+                     "models</p><div class='widget-slider'></div></article>")
+    problems = page_problems(page)
+    assert [p.split(":")[0].split(" ")[0] for p in problems] == ["raw", "the", "1"], problems
+    page.set_content("<article><table><tr><td>| a |</td></tr></table><p>.cache/models</p>"
+                     "</article>")
+    assert page_problems(page) == []
+    page.close()
+
+
+def open_lesson(browser, site_url, number: str) -> Watched:
+    """Lesson ``number``'s page of the site, opened and watched."""
+    lesson = next(lesson for lesson in LESSONS if lesson.number == number)
+    watched = Watched(browser, site_url)
+    watched.open(f"notebooks/{lesson.number}_{lesson.slug}.html")
+    return watched
+
+
+def embedded_data(widget) -> dict:
+    """The data saved with a widget on the page: the JSON block of its static copy."""
+    return json.loads(widget.evaluate(
+        "el => el.closest('[data-course-embed]').querySelector("
+        "'script[type=\"application/json\"]').textContent"))
+
+
+@pytest.mark.parametrize("number", sorted(EXPLORER_LESSONS))
+def test_the_explorer_highlights_exactly_row_t_of_the_saved_tensor(browser, site_url, number):
+    watched = open_lesson(browser, site_url, number)
+    page = watched.page
+    explorers = page.locator('[data-course-widget="attention-explorer"]')
+    for e in range(explorers.count()):
+        explorer = explorers.nth(e)
+        data = embedded_data(explorer)
+        view = data["views"][0]  # the view shown first
+        explorer.scroll_into_view_if_needed()
+        last = len(view["queries"]) - 1
+        for t in sorted({0, 1, last // 2, last}):
+            explorer.locator(f'button[data-query-index="{t}"]').hover()
+            strip = explorer.locator('[data-role="active-row"]')
+            assert strip.get_attribute("data-query-index") == str(t)
+            row = [float(w) for w in strip.locator("[data-weight]").evaluate_all(
+                "cells => cells.map(c => c.dataset.weight)")]
+            assert row == pytest.approx(view["weights"][t], abs=1e-9)
+            assert sum(row) == pytest.approx(1, abs=1e-3)
+            masked = view["masked"][t] if view["masked"] else [False] * len(row)
+            assert all(w == 0 for w, m in zip(row, masked, strict=True) if m)
+        if number in {"09", "10"}:  # the decoder's self-attention shows the causal mask
+            explorer.locator('select[data-explorer-selector="kind"]').select_option(
+                "decoder self")
+            explorer.locator('button[data-query-index="0"]').hover()
+            cells = explorer.locator('[data-role="active-row"] [data-weight]')
+            masked = cells.evaluate_all("cs => cs.map(c => c.dataset.masked === 'true')")
+            assert not masked[0] and all(masked[1:]), masked
+            assert float(cells.first.get_attribute("data-weight")) == pytest.approx(1)
+        if e == 0 and number in {"04", "07", "10"}:
+            explorer.locator('button[data-query-index="1"]').hover()
+            explorer.screenshot(path=str(SCREENSHOTS / f"explorer-{number}.png"))
+    assert watched.errors == []
+    page.close()
+
+
+@pytest.mark.parametrize("number", sorted(CONTROL_LESSONS))
+def test_moving_a_control_on_the_site_changes_its_output(browser, site_url, number):
+    watched = open_lesson(browser, site_url, number)
+    page = watched.page
+    controls = page.locator("[data-course-control]")
+    for c in range(controls.count()):
+        control = controls.nth(c)
+        output = control.evaluate_handle("el => el.closest('.course-control')"
+                                         ".querySelector('[data-course-output]')")
+        before = output.evaluate("el => el.innerHTML")
+        control.scroll_into_view_if_needed()
+        if c == 0:
+            page.screenshot(path=str(SCREENSHOTS / f"control-{number}-before.png"))
+        kind = control.evaluate("el => el.tagName + ':' + (el.type || '')")
+        if kind == "SELECT:select-one":
+            options = control.locator("option").count()
+            control.select_option(index=(int(control.input_value()) + 1) % options)
+        elif kind == "INPUT:checkbox":
+            control.click()
+        else:
+            control.focus()
+            page.keyboard.press("End" if control.input_value() != control.get_attribute("max")
+                                else "Home")
+        after = output.evaluate("el => el.innerHTML")
+        assert after != before, f"control {c} ({kind}) moved without changing its output"
+        if c == 0:
+            page.screenshot(path=str(SCREENSHOTS / f"control-{number}-after.png"))
+    assert watched.errors == []
+    page.close()
+
+
+def test_a_question_on_the_site_explains_a_wrong_answer_and_confirms_the_right(browser,
+                                                                               site_url):
+    bank = load_bank()
+    watched = Watched(browser, site_url)
+    watched.open("notebooks/04_bahdanau.html")
+    page = watched.page
+    choice = page.locator("[data-course-quiz]").filter(has=page.locator("button[data-option]"))
+    root = choice.first
+    question = bank[root.get_attribute("data-course-quiz")]
+    root.scroll_into_view_if_needed()
+    wrong = next(i for i, o in enumerate(question.options) if not o.correct)
+    root.locator(f'[data-option="{wrong}"]').click()
+    feedback = root.locator("[data-feedback]")
+    assert feedback.get_attribute("data-result") == "wrong"
+    expected = page.evaluate("(html) => { const d = document.createElement('div'); "
+                             "d.innerHTML = html; return d.textContent.trim(); }",
+                             question_data(question)["options"][wrong]["why"])
+    assert " ".join(expected.split()) in " ".join(feedback.inner_text().split())
+    root.screenshot(path=str(SCREENSHOTS / "quiz-wrong.png"))
+    root.locator(f'[data-option="{question.correct_index}"]').click()
+    assert feedback.get_attribute("data-result") == "right"
+    root.screenshot(path=str(SCREENSHOTS / "quiz-right.png"))
     page.close()
 
 
@@ -158,11 +299,11 @@ def test_the_front_page_is_the_course_map_and_docs_exercises_and_search_work(bro
     watched = Watched(browser, site_url)
     watched.open("index.html")  # redirects to lesson 00
     assert "00_start_here" in watched.page.url
-    for page in ("docs/setup.html", "docs/results.html", "docs/instructors.html",
-                 "docs/contributing.html", "docs/notation.html", "exercises.html"):
+    for page in [f"docs/{name}.html" for name in DOC_PAGES] + ["exercises.html"]:
         watched.open(page)
         assert watched.errors == [] and watched.outside == [], page
         assert watched.broken_images() == [], page
+        assert axe_violations(watched.page) == [], page
     links = watched.page.eval_on_selector_all("a.download", "as => as.map(a => a.href)")
     assert len(links) == len(LESSONS)
     with urllib.request.urlopen(links[1]) as response:
@@ -197,6 +338,7 @@ def test_a_deck_loads_offline_with_typeset_math_and_figures(browser, slides_url,
     assert page.evaluate("() => Reveal.getTotalSlides()") >= 5
     if page.locator(".reveal section").filter(has_text=re.compile(r"\\\(|\\\[")).count():
         pytest.fail("a slide shows untypeset math")
+    assert axe_violations(page) == []
     page.evaluate("() => Reveal.slide(2)")
     page.wait_for_timeout(1000)  # the fade between slides
     watched.shot(f"slides-{SITE_PROFILE}-{lesson.number}.png")
@@ -350,4 +492,62 @@ def test_an_exercise_fails_a_wrong_answer_and_passes_the_right_one(browser, lab)
     right = answer_and_check(page, answer, RIGHT_SOFTMAX)
     page.screenshot(path=str(SCREENSHOTS / "exercise-right-answer.png"))
     assert "SelfCheckFailed" not in right and right.count("passed") == 3, right
+    page.close()
+
+
+LAB_EXPLORER_CELLS = [
+    "import json\n\nimport torch\n\nfrom course_lib.nn.self_attention import causal_mask\n"
+    "from course_lib.widgets.explorer import attention_explorer\nfrom course_lib.widgets.quiz "
+    "import quiz\n\ntorch.manual_seed(0)\nallowed = causal_mask(6)  # (T, T), True = may attend\n"
+    "weights = torch.softmax(torch.randn(6, 6).masked_fill(~allowed, float('-inf')), dim=-1)\n"
+    "print(json.dumps(weights.tolist()))",
+    "attention_explorer(list('abcdef'), list('abcdef'), weights, masks=~allowed, title='lab')",
+    "quiz({qid!r})",
+]
+
+
+def put_notebook(lab, path: str, sources: list[str]) -> None:
+    """Save a notebook of code cells ``sources`` at ``path`` through the server's REST API."""
+    cells = [{"cell_type": "code", "metadata": {}, "source": s, "outputs": [],
+              "execution_count": None, "id": f"cell{i}"} for i, s in enumerate(sources)]
+    body = json.dumps({"type": "notebook", "format": "json", "content": {
+        "cells": cells, "nbformat": 4, "nbformat_minor": 5,
+        "metadata": {"kernelspec": {"name": "attention-course", "display_name": "course",
+                                    "language": "python"}}}}).encode()
+    request = urllib.request.Request(f"{lab.base}api/contents/{path}", data=body, method="PUT",
+                                     headers={"Authorization": f"token {lab.token}",
+                                              "Content-Type": "application/json"})
+    urllib.request.urlopen(request, timeout=30).close()
+
+
+def test_the_lab_draws_the_explorer_and_a_question_from_course_lib_tensors(browser, lab):
+    question = next(q for q in load_bank().values() if q.kind == "choice")
+    put_notebook(lab, "explorer_check.ipynb",
+                 [c.replace("{qid!r}", repr(question.qid)) for c in LAB_EXPLORER_CELLS])
+    page = open_in_lab(browser, lab, "explorer_check.ipynb")
+    page.evaluate("() => window.jupyterapp.commands.execute('notebook:run-all-cells')")
+    explorer = page.locator('[data-course-widget="attention-explorer"]')
+    explorer.wait_for(timeout=120_000)
+    assert error_outputs(page) == []
+    printed = page.evaluate(f"() => {CELLS}[0].outputs.toJSON()[0].text")
+    weights = json.loads("".join(printed))
+    for t in range(6):
+        explorer.locator(f'button[data-query-index="{t}"]').hover()
+        strip = explorer.locator('[data-role="active-row"]')
+        assert strip.get_attribute("data-query-index") == str(t)
+        cells = strip.locator("[data-weight]")
+        row = [float(w) for w in cells.evaluate_all("cs => cs.map(c => c.dataset.weight)")]
+        assert row == pytest.approx(weights[t], abs=1e-6)
+        assert sum(row) == pytest.approx(1, abs=1e-3)
+        masked = cells.evaluate_all("cs => cs.map(c => c.dataset.masked === 'true')")
+        assert masked == [j > t for j in range(6)]
+        assert all(w == 0 for w, m in zip(row, masked, strict=True) if m)
+    page.screenshot(path=str(SCREENSHOTS / "lab-explorer.png"))
+    root = page.locator(f'[data-course-quiz="{question.qid}"]')
+    root.wait_for(timeout=60_000)
+    wrong = next(i for i, o in enumerate(question.options) if not o.correct)
+    root.locator(f'[data-option="{wrong}"]').click()
+    assert root.locator("[data-feedback]").get_attribute("data-result") == "wrong"
+    root.locator(f'[data-option="{question.correct_index}"]').click()
+    assert root.locator("[data-feedback]").get_attribute("data-result") == "right"
     page.close()

@@ -59,3 +59,14 @@ def test_readme_states_the_study_time_the_lessons_add_up_to():
 def test_readme_gives_the_page_make_lab_opens():
     start = re.search(r"^LAB_START := (\S+)$", (ROOT / "Makefile").read_text(), re.M).group(1)
     assert f"http://127.0.0.1:8888{start}?token=" in README
+
+
+def test_agents_md_tells_assistants_to_hint_and_not_to_solve_the_graded_exercises():
+    guide = (ROOT / "AGENTS.md").read_text()
+    assert "(AGENTS.md)" in (ROOT / "README.md").read_text(), "README does not link AGENTS.md"
+    for needed in ("exercises/", "solutions/", "# YOUR CODE HERE", "hint", "Do not write"):
+        assert needed in guide, f"AGENTS.md does not say {needed!r}"
+    marker = "# YOUR CODE HERE"
+    exercises = sorted((ROOT / "exercises").glob("*/*.ipynb"))
+    assert exercises and all(marker in p.read_text() for p in exercises), \
+        "the exercises no longer mark answers as AGENTS.md says"

@@ -274,3 +274,22 @@ def test_lessons_execute_in_this_checkouts_python_whatever_kernel_is_registered(
     manager = _kernel_manager(KERNEL_NAME)
     assert manager.kernel_spec.argv[0] == sys.executable
     assert _kernel_manager("python3").kernel_spec.argv[0] != "/elsewhere/.venv/bin/python"
+
+
+def test_each_figure_on_the_site_gets_the_alt_text_its_output_carries(tmp_path):
+    data = b"\x89PNG a figure"
+    digest = hashlib.sha256(data).hexdigest()
+    notebook = {"cells": [{"cell_type": "code", "outputs": [
+        {"output_type": "display_data", "data": {"image/png": base64.b64encode(data).decode()},
+         "metadata": {"alt": 'Figure: "α" & <β>'}},
+        {"output_type": "display_data", "data": {"image/png": PNG}, "metadata": {}}]}]}
+    alts = site.image_alts(notebook)
+    assert alts == {digest: 'Figure: "α" & <β>'}
+    page = tmp_path / "lesson.html"
+    page.write_text(f'<p><img alt="../_images/{digest}.png" src="../_images/{digest}.png" '
+                    f'class="x"/><img alt="keep" src="../_images/{"0" * 64}.png"/></p>')
+    assert site.write_alts(tmp_path, alts) == 1
+    written = page.read_text()
+    assert f'<img alt="Figure: &quot;α&quot; &amp; &lt;β&gt;" src="../_images/{digest}.png"' \
+        in written
+    assert 'alt="keep"' in written and written.count("alt=") == 2

@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from course_lib import KERNEL_NAME
+from course_lib.paths import display_path
 
 DISTRIBUTION = "attention-course"
 MIN_PYTHON = (3, 10)
@@ -44,7 +45,7 @@ def check_python() -> CheckItem:
     version = platform.python_version()
     ok = sys.version_info[:2] >= MIN_PYTHON
     hint = "" if ok else f"the course needs Python {'.'.join(map(str, MIN_PYTHON))} or newer"
-    return CheckItem("Python", f"{version} ({sys.executable})", ok, hint)
+    return CheckItem("Python", f"{version} ({display_path(Path(sys.executable))})", ok, hint)
 
 
 def check_course_package() -> CheckItem:
@@ -109,7 +110,8 @@ def check_torch_and_device() -> list[CheckItem]:
 
 
 def check_kernel(kernel_name: str = KERNEL_NAME) -> CheckItem:
-    hint = (f"register it with `make lab`, or `{sys.executable} -m ipykernel install --user "
+    hint = (f"register it with `make lab`, or `{display_path(Path(sys.executable))} -m ipykernel "
+            f"install --user "
             f"--name {kernel_name}`")
     try:
         from jupyter_client.kernelspec import KernelSpecManager, NoSuchKernel
@@ -121,10 +123,10 @@ def check_kernel(kernel_name: str = KERNEL_NAME) -> CheckItem:
         return CheckItem("Jupyter kernel", f"'{kernel_name}' is not registered", False, hint)
     python = spec.argv[0] if spec.argv else ""
     if not Path(python).exists():
-        return CheckItem("Jupyter kernel", f"'{kernel_name}' runs {python}, which does not exist",
-                         False, hint)
+        return CheckItem("Jupyter kernel", f"'{kernel_name}' runs {display_path(Path(python))}, "
+                         "which does not exist", False, hint)
     same = Path(python).resolve() == Path(sys.executable).resolve()
-    where = "this Python" if same else f"{python} (not this Python)"
+    where = "this Python" if same else f"{display_path(Path(python))} (not this Python)"
     return CheckItem("Jupyter kernel", f"'{kernel_name}' registered, runs {where}")
 
 

@@ -99,16 +99,22 @@ def execute(notebook: Path, target: Path, profile: str, *, env: dict | None = No
     return seconds
 
 
+# the site and the slides execute lessons with each ``interact`` saving its outputs for every
+# value of its controls, at most this many per call (course_lib/widgets/controls.py)
+SITE_ENV = {"COURSE_SITE_CONTROLS": "48"}
+
+
 def execute_cached(notebook: Path, cache: Path, profile: str, *, rerun: bool = False) -> Executed:
-    """The executed copy of ``notebook`` from ``cache``, executing it first when its cells or
-    the profile changed since the copy was made (or when ``rerun``)."""
-    key = cells_key(notebook, profile)
+    """The executed copy of ``notebook`` from ``cache`` (run for the site, ``SITE_ENV``),
+    executing it first when its cells or the profile changed since the copy was made (or when
+    ``rerun``)."""
+    key = cells_key(notebook, profile + json.dumps(SITE_ENV))
     target = cache / profile / f"{notebook.stem}-{key}.ipynb"
     if target.is_file() and not rerun:
         return Executed(notebook, target, None)
     for stale in (cache / profile).glob(f"{notebook.stem}-*.ipynb"):
         stale.unlink()
-    seconds = execute(notebook, target, profile)
+    seconds = execute(notebook, target, profile, env=SITE_ENV)
     return Executed(notebook, target, seconds)
 
 

@@ -17,6 +17,9 @@ The HTML lands in ``build/site/<profile>/_build/html``; open its ``index.html``.
 
 from __future__ import annotations
 
+import base64
+import hashlib
+import html
 import json
 import re
 import shutil
@@ -32,6 +35,7 @@ from course_lib.course.execute import execute_cached, with_outputs
 from course_lib.course.links import broken_html_links
 from course_lib.course.syllabus import COURSE_ROOT, LESSONS
 from course_lib.course.web_assets import copy_assets
+from course_lib.widgets.embed import site_script, site_styles
 
 TITLE = "Attention, from dot products to Transformers"
 DOC_PAGES = ("setup", "notation", "results", "experiments", "reproducibility", "performance",
@@ -103,6 +107,11 @@ def book_config(root: Path = COURSE_ROOT) -> dict:
                     "widgets/embed-amd.js": {"data-jupyter-widgets-cdn": "_static/widgets/",
                                              "crossorigin": "anonymous"}},
                 "course_widget_note": WIDGET_NOTE,
+                # the course's widgets save a static copy as HTML beside the live view: the
+                # site draws the copy (course_lib/widgets/embed.py)
+                "nb_mime_priority_overrides": [["html", "text/html", 5]],
+                # lessons print results as Markdown tables, which CommonMark does not have
+                "nb_render_markdown_format": "gfm",
                 "suppress_warnings": ["myst.header", "mystnb.unknown_mime_type"],
             },
         },
@@ -167,6 +176,9 @@ def stage(profile: str, root: Path = COURSE_ROOT, *, rerun: bool = False,
             report.executed[lesson.number] = done.seconds
         merged = site_links(with_outputs(json.loads(notebook.read_text()),
                                          json.loads(done.executed.read_text())))
+        # every widget's output carries a static copy, which the site draws; the live views'
+        # saved state would only make the page load modules no kernel will answer
+        merged["metadata"].pop("widgets", None)
         (src / lesson.notebook).write_text(json.dumps(merged, indent=1, ensure_ascii=False))
     shutil.copytree(root / "docs", src / "docs", ignore=shutil.ignore_patterns("*.py"))
     exercises = sorted((root / "exercises").glob("*/*.ipynb"))
@@ -177,8 +189,73 @@ def stage(profile: str, root: Path = COURSE_ROOT, *, rerun: bool = False,
     (src / "_config.yml").write_text(yaml.safe_dump(book_config(root), sort_keys=False))
     (src / "_toc.yml").write_text(yaml.safe_dump(book_toc(), sort_keys=False))
     copy_assets(src / "_assets", widgets=True)
+    (src / "_assets" / "course").mkdir()
+    (src / "_assets" / "course" / "widgets.js").write_text(site_script())
+    (src / "_assets" / "course" / "widgets.css").write_text(site_styles())
     (src / "_assets" / "favicon.svg").write_text(FAVICON)
     return src
+
+
+def image_alts(notebook: dict) -> dict[str, str]:
+    """The text alternative of every figure in ``notebook``'s outputs (the ``alt`` that
+    ``course_lib.figure_text`` puts in a figure's metadata), keyed by the sha256 of the image,
+    which is the name MyST-NB gives its file."""
+    alts = {}
+    for cell in notebook["cells"]:
+        for output in cell.get("outputs", []):
+            png, alt = output.get("data", {}).get("image/png"), output.get("metadata", {})
+            alt = alt.get("alt") or alt.get("image/png", {}).get("alt")
+            if png and alt:
+                data = base64.b64decode("".join(png) if isinstance(png, list) else png)
+                alts[hashlib.sha256(data).hexdigest()] = alt
+    return alts
+
+
+_IMAGE = re.compile(r'<img\b[^>]*>')
+
+
+def write_alts(html_root: Path, alts: dict[str, str]) -> int:
+    """Give each ``<img>`` of the built pages whose file is in ``alts`` its text alternative
+    (Sphinx would write the file's path); the number of images changed."""
+    changed = 0
+    for page in html_root.rglob("*.html"):
+        text = page.read_text()
+
+        def with_alt(match: re.Match) -> str:
+            nonlocal changed
+            tag = match.group(0)
+            found = re.search(r'src="[^"]*?([0-9a-f]{64})\.png"', tag)
+            if not found or found.group(1) not in alts:
+                return tag
+            changed += 1
+            tag = re.sub(r'\salt="[^"]*"', "", tag)
+            return tag.replace("<img", f'<img alt="{html.escape(alts[found.group(1)])}"', 1)
+
+        new = _IMAGE.sub(with_alt, text)
+        if new != text:
+            page.write_text(new)
+    return changed
+
+
+# The theme's search buttons name themselves "Search" but show "Search Ctrl+K", and its colour
+# mode button reads its icons' titles; screen readers and speech input need the two to agree.
+_THEME_FIXES = (
+    (re.compile(r'(<button class="btn search-button-field search-button__button[^"]*") '
+                r'title="Search" aria-label="Search"'), r"\1"),
+    (re.compile(r'(<i class="theme-switch [^"]*" data-mode="\w+") +title="[^"]*"'),
+     r'\1 aria-hidden="true"'),
+)
+
+
+def accessible_theme(html_root: Path) -> None:
+    """Fix, in every built page, the theme's controls whose names disagree with their text."""
+    for page in html_root.rglob("*.html"):
+        text = page.read_text()
+        new = text
+        for pattern, replacement in _THEME_FIXES:
+            new = pattern.sub(replacement, new)
+        if new != text:
+            page.write_text(new)
 
 
 def folder_size(path: Path) -> int:
@@ -192,10 +269,15 @@ def build_site(profile: str = "full", root: Path = COURSE_ROOT, *,
     folder = site_folder(profile, root)
     report = SiteReport(html=folder / "_build" / "html")
     src = stage(profile, root, rerun=rerun, report=report)
+    alts = {}
+    for lesson in LESSONS:
+        alts.update(image_alts(json.loads((src / lesson.notebook).read_text())))
     shutil.rmtree(folder / "_build", ignore_errors=True)
     book = Path(sys.executable).parent / "jupyter-book"
     subprocess.run([str(book), "build", str(src), "--path-output", str(folder), "--keep-going"],
                    check=True)
+    write_alts(report.html, alts)
+    accessible_theme(report.html)
     broken = broken_html_links(report.html)
     if broken:
         raise RuntimeError("the site has broken links: " + "; ".join(broken))

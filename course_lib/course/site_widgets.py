@@ -44,4 +44,7 @@ def setup(app):
     app.add_config_value("course_widget_note", "", "html")
     app.connect("doctree-resolved", add_widget_notes)
     app.add_js_file(None, body=MATHJAX2_QUEUE, priority=100)
+    # the course's own widgets (course_lib/widgets): their modules and styles, served by the site
+    app.add_js_file("course/widgets.js", priority=600)
+    app.add_css_file("course/widgets.css")
     return {"parallel_read_safe": True, "parallel_write_safe": True}

@@ -51,6 +51,8 @@ STYLE = """
   object-fit: contain; margin: 0; border: 0; box-shadow: none; }
 .reveal table { font-size: 0.7em; } .reveal code { font-size: 0.9em; }
 .reveal .lesson-title { text-align: center; }
+.reveal .slide-number { background-color: #1f4e79; color: #fff; }
+.reveal .slide-number a { color: #fff; }
 """
 FIGURE_CLASS = ' class="figure"'
 # Display equations wider than the slide are scaled down to fit, to no less than 60 % of the
@@ -128,7 +130,9 @@ def figures_html(cell: dict, widget_state: dict | None = None) -> list[str]:
                 if mime == "image/svg+xml":
                     images.append(content)
                 else:
-                    images.append(f'<img alt="figure" src="data:{mime};base64,'
+                    meta = output.get("metadata", {})
+                    alt = meta.get("alt") or meta.get(mime, {}).get("alt") or "figure"
+                    images.append(f'<img alt="{html.escape(alt)}" src="data:{mime};base64,'
                                   f'{content.strip()}">')
                 break
     return images

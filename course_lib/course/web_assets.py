@@ -5,7 +5,8 @@ copied into the build from a package registry:
 
 - reveal.js 5 from the ``sphinx-revealjs`` wheel (PyPI, installed with the course);
 - MathJax 3, require.js and the ipywidgets HTML manager (``embed-amd.js``, which draws saved
-  widget state) from the npm registry, downloaded once into ``.cache/web-assets`` by ordinary
+  widget state) from the npm registry (and axe-core, which the browser tests inject),
+  downloaded once into ``.cache/web-assets`` by ordinary
   HTTPS and checked against the sha512 integrity the registry publishes, pinned below.
 """
 
@@ -58,6 +59,11 @@ MATHJAX = NpmFile(
     "mathjax", "3.2.2",
     "sha512-Bt+SSVU8eBG27zChVewOicYs7Xsdt40qm4+UpHyX7k0/O9NliPc+x77k1/FEsPsjKPZGJvtRZM1vO+geW0OhGw==",
     ("es5/tex-chtml-full.js", "es5/output/chtml/fonts/woff-v2/"), strip="es5/")
+# the accessibility checker the browser tests run over every page (tests/test_accessibility.py)
+AXE_CORE = NpmFile(
+    "axe-core", "4.14.1",
+    "sha512-FHfa+lmNjQZfJz1q8wKqIDwC6DExcHt/pkjNQb09a3NPjCKg2rhu5qb2S4r76ASyFNNtuFooJpZe37OgudVGtQ==",
+    ("axe.min.js",))
 
 
 def check_integrity(data: bytes, integrity: str) -> None:

@@ -133,6 +133,23 @@ class Diagram:
                 raise ValueError(f"arrow {arrow.start!r} -> {arrow.end!r} names no box "
                                  f"{missing}; boxes: {', '.join(self.by_key)}")
 
+    def describe(self) -> str:
+        """The diagram in words, for readers who cannot see it: its title, each box (with the
+        shape it outputs) and each arrow (what it carries, dashed ones to the next step)."""
+        shapes = self.box_shapes()
+        boxes = "; ".join(" ".join(box.text.split()) + (f" (outputs {shapes[box.key]})"
+                                                         if box.key in shapes else "")
+                          for box in self.boxes)
+        arrows = []
+        for arrow in self.arrows:
+            start, end = (" ".join(self.by_key[k].text.split()) for k in (arrow.start, arrow.end))
+            label = self.arrow_label(arrow)
+            arrows.append(f"{start} to {end}" + (f" carrying {label}" if label else "")
+                          + (" (to the next time step)" if arrow.dashed else ""))
+        caption = f" {self.caption}" if self.caption else ""
+        return (f"Diagram: {self.title}.{caption} Boxes: {boxes}. Arrows: "
+                + "; ".join(arrows) + ".")
+
     def arrow(self, start: str, end: str) -> Arrow:
         """The arrow from box ``start`` to box ``end``."""
         for arrow in self.arrows:

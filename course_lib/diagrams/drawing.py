@@ -222,6 +222,7 @@ def draw(diagram: Diagram, ax: plt.Axes | None = None, legend: bool = True) -> p
         else:
             ax.add_patch(Rectangle((x, y - 0.45), 1.0, 0.9, facecolor=KINDS[kind][0],
                                    edgecolor=INK))
+    figure.course_alt = diagram.describe()  # the text alternative (course_lib.figure_text)
     return figure
 
 

@@ -21,7 +21,7 @@ from typing import Any
 import torch
 from torch import nn
 
-from course_lib.paths import COURSE_ROOT, cache_dir
+from course_lib.paths import COURSE_ROOT, cache_dir, display_path
 from course_lib.profile import get_profile
 from course_lib.train.checkpoint import CheckpointError, load_checkpoint, save_checkpoint
 from course_lib.train.resume import TrainingInterrupted
@@ -76,7 +76,8 @@ def train_or_load(path: Path | None, model_class: type[nn.Module], device: torch
     messages."""
     saved = load_saved(path, model_class, device) if reuse else None
     if saved is not None:
-        print(f"{label}: loaded the model trained with these settings from {path.parent}")
+        print(f"{label}: loaded the model trained with these settings from "
+              f"{display_path(path.parent)}")
         return saved
     shipped = reference() if reference is not None else None
     if shipped is not None:
@@ -85,7 +86,7 @@ def train_or_load(path: Path | None, model_class: type[nn.Module], device: torch
         model, extra = train(None if path is None else resume_file(path))
     except TrainingInterrupted as stopped:
         kept = "" if path is None else \
-            f" Models this call finished before it are saved in {path.parent}."
+            f" Models this call finished before it are saved in {display_path(path.parent)}."
         raise TrainingInterrupted(f"{label}: {stopped.message}{kept}") from None
     if path is not None:
         save_checkpoint(path, model, model.config, extra=extra)
