@@ -35,7 +35,7 @@ def lesson_diagrams():
     for handover in HANDOVERS:
         yield f"02-{handover}", encoder_decoder_diagram(lesson_02, handover)
     none = bottleneck_config("none")
-    yield "03-every_step", encoder_decoder_diagram(none, "every_step")
+    yield "03-handover", encoder_decoder_diagram(none, none.context)
     yield "03-per-step", context_per_step_diagram(none)
     yield "04-bahdanau", bahdanau_diagram(bottleneck_config("bahdanau"))
     yield "05-luong-local", luong_diagram(bottleneck_config("luong-local"))

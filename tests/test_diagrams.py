@@ -81,7 +81,7 @@ def test_encoder_decoder_shapes_are_the_model_s(handover, cell):
     assert diagram.arrow("s0", "p0").shape.sizes == tuple(logits[:, 0].shape)
     read = [a.shape.sizes[1] for a in diagram.arrows if a.end == "s0" and not a.dashed]
     assert sum(read) == model.decoder.rnn.input_size  # e(y) plus c where c is an input
-    assert (("c", "start") in diagram.shapes()) == (handover in ("init", "both"))
+    assert (("c", "start") in diagram.shapes()) == (handover in ("copy", "init", "both"))
 
 
 def test_each_hand_over_mode_puts_c_where_it_says():
@@ -90,7 +90,11 @@ def test_each_hand_over_mode_puts_c_where_it_says():
                     for t in range(3)]
              for mode in HANDOVERS for diagram in [encoder_decoder_diagram(config, mode)]}
     assert slots == {"every_step": ["$c$"] * 3, "first_step": ["$c$", "0", "0"],
-                     "init": [None] * 3, "both": ["$c$"] * 3}
+                     "copy": [None] * 3, "init": [None] * 3, "both": ["$c$"] * 3}
+    starts = {mode: encoder_decoder_diagram(config, mode).by_key["start"].text
+              for mode in HANDOVERS}
+    assert starts["copy"] == "$s_0 = c$" and starts["every_step"] == "$s_0 = 0$"
+    assert starts["init"] == starts["both"] == "$s_0 = \\tanh(W_{init}\\, c)$"
     with pytest.raises(ValueError, match="handover must be one of"):
         encoder_decoder_diagram(config, "sometimes")
 
@@ -278,6 +282,48 @@ def test_a_context_per_step_reads_every_encoder_state():
     diagram = context_per_step_diagram(config, batch=B)
     assert "c" not in diagram.by_key
     for t in range(3):
-        sources = sorted(a.start for a in diagram.arrows if a.end == f"z{t}")
+        sources = sorted(a.start for a in diagram.arrows
+                         if a.end == f"z{t}" and a.start.startswith("h"))
         assert sources == ["h0", "h1", "h2"]
         assert diagram.arrow(f"z{t}", f"s{t}").shape == diagram.dims("B", "H")
+
+
+def test_a_context_per_step_is_queried_by_the_decoder_s_previous_state():
+    # without an arrow from the decoder into c_t, nothing would make c_t differ between steps
+    config = Seq2SeqConfig(11, 13, embed_dim=6, hidden_size=10)
+    diagram = context_per_step_diagram(config, batch=B)
+    for t, query in enumerate(["start", "s0", "s1"]):  # s_0, s_1, s_2 query c_1, c_2, c_3
+        diagram.arrow(query, f"z{t}")
+        assert diagram.by_key[f"z{t}"].text == f"$c_{t + 1}$"
+    assert "s_0" in diagram.by_key["start"].text
+    assert diagram.arrow("h2", "start").shape == diagram.dims("B", "H")  # s_0 from h_S
+
+
+@pytest.mark.parametrize("read_convs", [0, 2])
+def test_show_attend_tell_draws_the_read_convs_and_every_input_of_the_deep_output(read_convs):
+    config = CaptionerConfig(9, in_channels=3, channels=(4, 6), pool_after=(0, 1), embed_dim=5,
+                             hidden_size=8, attention_size=6, read_convs=read_convs,
+                             pool_before_norm=True)
+    diagram = show_attend_tell_diagram(config, (32, 48), batch=B)
+    model = ShowAttendTell(config).eval()
+    images = torch.randn(B, 3, 32, 48)
+    with torch.no_grad():
+        grid = model.encoder.layers(images)  # (B, C', H', W'): the CNN's output, not flattened
+        features, _ = model.encode(images)
+    assert diagram.arrow("cnn", "a").shape.sizes == tuple(grid.shape)
+    assert diagram.arrow("a", "score").shape.sizes[-1] == model.decoder.key_size
+    assert diagram.arrow("a", "read").shape.sizes == tuple(features.shape)
+    # AttentionLSTMDecoder.step: logits = out(E[y_{t-1}] + out_h(s_t) + out_z(c_t))
+    decoder = model.decoder
+    into_out = {a.start: a.shape.sizes[-1] for a in diagram.arrows if a.end == "out"}
+    assert into_out == {"y": decoder.embedding.embedding_dim, "h": decoder.out_h.in_features,
+                        "read": decoder.out_z.in_features}
+    assert diagram.arrow("out", "p").shape.sizes == (B, decoder.out.out_features)
+    assert ("wide" in diagram.by_key["a"].text) == bool(read_convs)
+    if read_convs:  # the read convs run on the CNN's grid, and their view is appended to h_j
+        assert diagram.arrow("cnn", "wide").shape.sizes == tuple(grid.shape)
+        diagram.arrow("wide", "a")
+        assert diagram.by_key["wide"].text.startswith(f"{read_convs} read")
+        assert features.shape[-1] == model.encoder.key_size + grid.shape[1]
+    else:
+        assert "wide" not in diagram.by_key

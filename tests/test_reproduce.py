@@ -8,6 +8,7 @@ import sys
 import pytest
 
 from course_lib.experiments.bottleneck import BOTTLENECK_MODELS
+from course_lib.experiments.catalogue import measured_training
 from course_lib.experiments.reproduce import (
     budget_text,
     estimate_seconds,
@@ -43,9 +44,17 @@ def test_the_estimate_counts_steps_of_the_full_profile(monkeypatch):
     assert [name for name, _ in planned_runs("captioning")] == ["digits", "shapes"]
     # The estimate grows with the steps and names them.
     assert estimate_seconds("bottleneck") > estimate_seconds("bottleneck", "none") > 0
+    # a model with committed runs reports what they took; one without, the estimate
     text = budget_text("transformer")
     steps = planned_runs("transformer")[0][1]
-    assert text.startswith(f"{steps:,} optimiser steps, about ") and "2-core" in text
+    measured = measured_training("transformer", "transformer")
+    assert text.startswith(f"{steps:,} optimiser steps; training took ")
+    assert f"{measured['mean']:.1f} minutes on average over {measured['seeds']} seeds" in text
+    assert measured["machine"] in text and "laptop" not in text
+    estimated = budget_text("bottleneck", "luong-dot")
+    dot_steps = planned_runs("bottleneck", "luong-dot")[0][1]
+    assert estimated.startswith(f"{dot_steps:,} optimiser steps, about ")
+    assert "an estimate" in estimated
     assert "steps each" in budget_text("bottleneck")
     with pytest.raises(ValueError, match="unknown experiment"):
         planned_runs("everything")

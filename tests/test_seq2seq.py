@@ -1,5 +1,6 @@
 """The encoder–decoder without attention: padding never read, a causal decoder that uses its
-context, the four hand-overs, a padded loss, and a model that learns to copy."""
+context, the five hand-overs (their shapes, parameters and first states), a padded loss, and a
+model that learns to copy."""
 
 from dataclasses import replace
 
@@ -35,7 +36,7 @@ def test_encoder_never_reads_padding(cell, bidirectional):
     assert outputs[0, 3:].abs().max() == 0  # nothing computed at padded positions
 
 
-@pytest.mark.parametrize("context", ["init", "every_step", "first_step", "both"])
+@pytest.mark.parametrize("context", CONTEXT_MODES)
 def test_decoder_is_causal_and_uses_the_context(context):
     torch.manual_seed(0)
     config = Seq2SeqConfig(10, 12, embed_dim=6, hidden_size=8, context=context)
@@ -51,10 +52,71 @@ def test_decoder_is_causal_and_uses_the_context(context):
     assert not torch.allclose(other[:, 0], logits[:, 0])  # the context matters from step one
 
 
+# The five hand-overs: how c reaches s_0 and whether c is part of every step's input.
+E, H, V = 6, 8, 12
+GRU = 3 * H  # rows of a GRU's stacked gate blocks (r, z, n)
+HANDOVER_TABLE = {  # mode: (s_0, input size of the decoder's GRU, parameters of W_init)
+    "copy": ("c", E, 0),
+    "init": ("tanh(W_init c + b)", E, H * H + H),
+    "every_step": ("0", E + H, 0),
+    "first_step": ("0", E + H, 0),
+    "both": ("tanh(W_init c + b)", E + H, H * H + H),
+}
+
+
+def test_the_table_lists_every_context_mode():
+    assert set(HANDOVER_TABLE) == set(CONTEXT_MODES)
+
+
+@pytest.mark.parametrize("context", CONTEXT_MODES)
+def test_each_hand_over_has_its_shapes_and_parameter_count(context):
+    """Input size and parameter count follow from the table: the decoder's embedding, its GRU
+    (input weights for E or E + H numbers, hidden weights, two biases), W_init where c goes
+    through a layer, and the output layer."""
+    first_state, input_size, w_init = HANDOVER_TABLE[context]
+    decoder = Decoder(Seq2SeqConfig(10, V, embed_dim=E, hidden_size=H, context=context))
+    assert decoder.rnn.input_size == input_size
+    expected = (V * E + GRU * input_size + GRU * H + 2 * GRU + w_init + H * V + V)
+    assert sum(p.numel() for p in decoder.parameters()) == expected
+    logits, state = decoder(torch.randint(4, V, (2, 5)), torch.randn(2, H))
+    assert logits.shape == (2, 5, V) and state.shape == (1, 2, H)
+
+
+def test_copy_starts_the_decoder_from_c_itself_and_init_through_a_layer():
+    torch.manual_seed(0)
+    c = torch.randn(3, H)
+    for cell in ("gru", "lstm"):
+        config = Seq2SeqConfig(10, V, embed_dim=E, hidden_size=H, cell=cell, context="copy")
+        state = Decoder(config).initial_state(c)
+        s_0 = state[0] if cell == "lstm" else state
+        assert torch.equal(s_0[0], c)  # s_0 = c, exactly
+        if cell == "lstm":
+            assert torch.equal(state[1], torch.zeros(1, 3, H))  # the memory cell m_0 = 0
+    init = Decoder(Seq2SeqConfig(10, V, embed_dim=E, hidden_size=H, context="init"))
+    expected = torch.tanh(c @ init.init.weight.T + init.init.bias)  # tanh(W_init c + b)
+    torch.testing.assert_close(init.initial_state(c)[0], expected)
+    zeros = Decoder(Seq2SeqConfig(10, V, embed_dim=E, hidden_size=H, context="every_step"))
+    assert torch.equal(zeros.initial_state(c)[0], torch.zeros(3, H))
+
+
+def test_copy_needs_a_state_of_the_decoder_s_size():
+    with pytest.raises(ValueError, match="copy.*2H"):
+        Seq2SeqConfig(10, V, hidden_size=H, bidirectional=True, context="copy")
+    decoder = Decoder(Seq2SeqConfig(10, V, embed_dim=E, hidden_size=H, context="copy"))
+    with pytest.raises(ValueError, match=r"copy.*s_0 = c.*H = 8, got a context of 5"):
+        decoder(torch.randint(4, V, (2, 3)), torch.randn(2, 5))
+    with pytest.raises(ValueError, match=r"s_0 = c.*H = 8"):
+        decoder.initial_state(torch.randn(2, 5))
+    both = Decoder(Seq2SeqConfig(10, V, embed_dim=E, hidden_size=H, context="both"))
+    with pytest.raises(ValueError, match="hidden size H = 8"):
+        both(torch.randint(4, V, (2, 3)), torch.randn(2, 5))
+
+
 @pytest.mark.parametrize("context", CONTEXT_MODES)
 def test_only_a_context_that_sets_the_first_state_has_w_init(context):
     """Every parameter a decoder holds is one it uses: W_init maps c to s_0, so the modes that
-    start from zeros have none, and a parameter count shows the real size of each mode."""
+    start from zeros or from c itself have none, and a parameter count shows the real size of
+    each mode."""
     config = Seq2SeqConfig(10, 12, embed_dim=6, hidden_size=8, context=context)
     decoder = Decoder(config)
     names = {name for name, _ in decoder.named_parameters()}

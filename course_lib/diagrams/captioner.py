@@ -9,38 +9,49 @@ from course_lib.models.captioner import CaptionerConfig, CNNEncoder
 from course_lib.models.pointer import HardAttentionConfig
 
 
+def _stages(config: CaptionerConfig) -> str:
+    """The CNN's stages in a few words: "2 stages" when every conv has its pool, else counts."""
+    stages, pools = len(config.channels), len(config.pool_after)
+    return f"{stages} stages" if pools == stages else f"{stages} conv, {pools} pools"
+
+
 def show_attend_tell_diagram(config: CaptionerConfig, image_size: tuple[int, int],
                              batch: int = 32) -> Diagram:
-    """The CNN turns the image into a grid of L = H'·W' feature vectors h_j, whose first d_k
-    channels are the keys k_j; at every step the LSTM's previous state s_{t−1} scores each key,
-    the weights a_t average the features into c_t (scaled by the gate β_t when
-    ``config.gate``), and the LSTM reads [E[y_{t−1}]; c_t]."""
+    """Show, Attend and Tell as :class:`~course_lib.models.captioner.ShowAttendTell` computes it.
+
+    The CNN turns the image into a grid; each location's feature vector h_j holds the CNN's
+    local features, then (with ``config.coords``) the cell's x and y, then (with
+    ``config.read_convs``) the wide view of the read convolutions, which run on the CNN's grid.
+    The first d_k channels (local features and coordinates) are the keys k_j. At every step the
+    previous state s_{t−1} scores each key, the weights a_t average the features into c_t (scaled
+    by the gate β_t when ``config.gate``), the LSTM reads [E[y_{t−1}]; c_t], and the deep output
+    layer reads E[y_{t−1}], s_t and c_t (``AttentionLSTMDecoder.step``)."""
     encoder = CNNEncoder(config)
     rows, cols = encoder.grid_shape(*image_size)
     dims = Dims({"B": batch, "C_in": config.in_channels, "H_img": image_size[0],
-                 "W_img": image_size[1], "H'": rows, "W'": cols, "L": rows * cols,
-                 "C": encoder.feature_size, "d_k": encoder.key_size,
-                 "H": config.hidden_size, "d_e": config.embed_dim,
-                 "V": config.vocab_size})
+                 "W_img": image_size[1], "C'": config.channels[-1], "H'": rows, "W'": cols,
+                 "L": rows * cols, "C": encoder.feature_size, "d_k": encoder.key_size,
+                 "H": config.hidden_size, "d_e": config.embed_dim, "V": config.vocab_size})
     reads = r"$c_t = \beta_t\, \Sigma_j\, a_{tj} h_j$" if config.gate else \
         r"$c_t = \Sigma_j\, a_{tj} h_j$"
-    convs = f"CNN: {len(config.channels)} conv,\n{len(config.pool_after)} pools"
-    grid = "the grid with coordinates" if config.coords else "the grid, flattened"
-    boxes = [Box("image", 5, 0, "image", "input"),
-             Box("cnn", 16.5, 0, convs, "layer"),
-             Box("a", 28.5, 0, f"features $h_1 \\ldots h_L$\n({grid})", "state"),
+    parts = ["local", *(["$x, y$"] if config.coords else []),
+             *(["wide"] if config.read_convs else [])]
+    grid = dims("B", "C'", "H'", "W'")  # the CNN's output, before it is flattened
+    boxes = [Box("image", 5, -0.5, "image", "input"),
+             Box("cnn", 16.5, -0.5, f"CNN: {_stages(config)}", "layer"),
+             Box("a", 28.5, 0, f"features $h_1 \\ldots h_L$\n[{'; '.join(parts)}]", "state"),
              Box("score", 8, ROW, r"$e_{tj} = v^\top \tanh(W s_{t-1} + U k_j + b)$",
                  "attention"),
-             Box("softmax", 20.5, ROW, "softmax over $j$", "op"),
-             Box("read", 30, ROW, reads, "op"),
+             Box("softmax", 19.8, ROW, "softmax$_j$", "op"),
+             Box("read", 28, ROW, reads, "op"),
+             Box("y", 35, 2 * ROW, "$E[y_{t-1}]$", "input"),
              Box("h_prev", 8, 2 * ROW, "$s_{t-1}$", "state"),
-             Box("lstm", 30, 2 * ROW, "LSTM step", "layer"),
-             Box("y", 36.5, 2 * ROW, "$E[y_{t-1}]$", "input"),
-             Box("h", 30, 3 * ROW, "$s_t$", "state"),
-             Box("out", 19, 3 * ROW, r"deep output → $y_t$", "layer")]
+             Box("lstm", 20, 2 * ROW, "LSTM step", "layer"),
+             Box("out", 28, 3 * ROW, "deep output", "layer"),
+             Box("h", 20, 3 * ROW, "$s_t$", "state"),
+             Box("p", 36, 3 * ROW, "$p(y_t)$", "op")]
     arrows = [Arrow("image", "cnn", dims("B", "C_in", "H_img", "W_img")),
-              Arrow("cnn", "a", dims("B", "C", "H'", "W'") if not config.coords and
-                    not config.read_convs else None),
+              Arrow("cnn", "a", grid),
               Arrow("a", "score", dims("B", "L", "d_k"), text="$k_j$", side="left"),
               Arrow("h_prev", "score", dims("B", "H")),
               Arrow("score", "softmax", dims("B", "L")),
@@ -51,11 +62,19 @@ def show_attend_tell_diagram(config: CaptionerConfig, image_size: tuple[int, int
               Arrow("h_prev", "lstm", dims("B", "H")),
               Arrow("lstm", "h", dims("B", "H")),
               Arrow("h", "out", dims("B", "H")),
-              Arrow("h", "h_prev", None, text="next step", dashed=True, bend=-0.1)]
+              Arrow("y", "out", dims("B", "d_e")),
+              Arrow("read", "out", dims("B", "C")),
+              Arrow("out", "p", dims("B", "V")),
+              Arrow("h", "h_prev", None, text="next step", dashed=True, bend=0.15)]
+    if config.read_convs:
+        convs = "conv" if config.read_convs == 1 else "convs"
+        boxes.append(Box("wide", 36.5, 0, f"{config.read_convs} read\n{convs}", "layer",
+                         shows_shape=False))
+        # under the features box to the read convs, which keep the grid's shape
+        arrows += [Arrow("cnn", "wide", grid, via=((16.5, -2.8), (36.5, -2.8))),
+                   Arrow("wide", "a", None)]
     gate = "with the gate β" if config.gate else "without a gate"
-    return Diagram(f"Show, Attend and Tell ({gate})", boxes, arrows, dims,
-                   caption="Location j of the grid is cell (j // W', j % W') of the image, "
-                           "counting from 0.")
+    return Diagram(f"Show, Attend and Tell ({gate})", boxes, arrows, dims)
 
 
 def hard_vs_soft_diagram(config: HardAttentionConfig, items: int, batch: int = 32) -> Diagram:

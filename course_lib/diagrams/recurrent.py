@@ -14,8 +14,9 @@ from course_lib.models.seq2seq import Seq2SeqConfig
 HANDOVERS = {
     "every_step": "c is part of the decoder's input at every step",
     "first_step": "c is part of the input at the first step only; zeros stand in for it after",
-    "init": "c sets the decoder's first state s₀ and is not read again",
-    "both": "c sets s₀ and is part of the input at every step",
+    "copy": "c itself is the decoder's first state s₀ and is not read again",
+    "init": "c sets s₀ through a layer, tanh(W_init c), and is not read again",
+    "both": "c sets s₀ through a layer and is part of the input at every step (Cho et al., 2014)",
 }
 STEP = 8.0  # ems between two unrolled decoder steps
 ROW = 4.4  # ems between two rows of boxes
@@ -44,7 +45,7 @@ def encoder_decoder_diagram(config: Seq2SeqConfig, handover: str = "both", batch
         raise ValueError(f"handover must be one of {list(HANDOVERS)}, got {handover!r}")
     dims = Dims({"B": batch, "d_e": config.embed_dim, "H": config.hidden_size,
                  "V": config.tgt_vocab_size})
-    as_init = handover in ("init", "both")
+    as_init, copies = handover in ("init", "both"), handover == "copy"
     reads_c = [handover in ("every_step", "both") or (handover == "first_step" and t == 0)
                for t in range(3)]
     row = UNROLLED_ROW
@@ -52,26 +53,26 @@ def encoder_decoder_diagram(config: Seq2SeqConfig, handover: str = "both", batch
         *unrolled("x", 0, 0, ["$x_1$", "$x_2$", "$x_S$"], "input", step=5.5),
         *unrolled("h", 0, row, ["$h_1$", "$h_2$", "$h_S$"], "layer", step=5.5),
         Box("c", 11, 2 * row, "$c = h_S$", "state"),
-        Box("start", 8.5, 3 * row, "$s_0 = \\tanh(W_{init}\\, c)$" if as_init else "$s_0 = 0$",
-            "layer" if as_init else "op"),
+        Box("start", 8.5, 3 * row, "$s_0 = \\tanh(W_{init}\\, c)$" if as_init
+            else "$s_0 = c$" if copies else "$s_0 = 0$", "layer" if as_init else "op"),
         *unrolled("y", 16.4, row, ["E[<bos>]", "$E[y_1]$", "$E[y_2]$"], "input"),
         *[replace(box, shows_shape=False) for box in
           unrolled("s", 18, 3 * row, ["$s_1$", "$s_2$", "$s_3$"], "layer")],
         *unrolled("p", 18, 4 * row, ["softmax → $y_1$", "softmax → $y_2$",
                                      "softmax → $y_3$"], "op"),
     ]
-    if handover != "init":  # the decoder's input holds c, or zeros in its place
+    if handover not in ("init", "copy"):  # the decoder's input holds c, or zeros in its place
         boxes += unrolled("z", 19.9, 2 * row, ["$c$" if r else "0" for r in reads_c], "state")
     state = dims("B", "H")
     arrows = [Arrow(f"x{i}", f"h{i}", dims("B")) for i in range(3)]
     arrows += chain("h", 3, state) + [Arrow("h2", "c", state)]
-    if as_init:
+    if as_init or copies:
         arrows.append(Arrow("c", "start", state))
     arrows += chain("s", 3, state, first="start")
     for t in range(3):
         arrows.append(Arrow(f"y{t}", f"s{t}", dims("B", "d_e")))
         arrows.append(Arrow(f"s{t}", f"p{t}", dims("B", "V")))
-        if handover != "init":
+        if handover not in ("init", "copy"):
             arrows.append(Arrow(f"z{t}", f"s{t}", state))
     cell = config.cell.upper()
     return Diagram(f"{cell} encoder–decoder, hand-over '{handover}'", boxes, arrows, dims,
@@ -80,19 +81,28 @@ def encoder_decoder_diagram(config: Seq2SeqConfig, handover: str = "both", batch
 
 def context_per_step_diagram(config: Seq2SeqConfig, batch: int = 32) -> Diagram:
     """The same unrolled model with the one context c replaced by a context per output step:
-    every c_t is built from all the encoder states h_1 … h_S (lesson 03's way out of the
-    bottleneck; lessons 04 and 05 say how the weights are chosen)."""
-    single, row = encoder_decoder_diagram(config, "every_step", batch), UNROLLED_ROW
-    boxes = [b for b in single.boxes if b.key != "c" and b.key[0] not in "yz"]
+    every c_t is built from all the encoder states h_1 … h_S, weighted by how well each fits
+    the decoder's previous state s_{t−1}, and c_t then feeds s_t, the step that emits y_t
+    (lesson 03's way out of the bottleneck, in the indexing of lesson 04; lessons 04 and 05 say
+    how the weights are chosen). The decoder starts, as in the hand-over 'both', from
+    s_0 = tanh(W_init h_S)."""
+    single, row = encoder_decoder_diagram(config, "both", batch), UNROLLED_ROW
+    boxes = [b for b in single.boxes if b.key not in ("c", "start") and b.key[0] not in "yz"]
+    boxes.append(replace(single.by_key["start"], text="$s_0 = \\tanh(W_{init}\\, h_S)$"))
     for t in range(3):  # c_t left of the word, so the lines from the encoder reach it first
         step = single.by_key[f"s{t}"].x
         boxes += [Box(f"z{t}", step - 1.6, 2 * row, f"$c_{t + 1}$", "attention"),
                   Box(f"y{t}", step + 1.6, row, single.by_key[f"y{t}"].text, "input")]
+    state = single.dims("B", "H")
     arrows = [a for a in single.arrows if "c" not in (a.start, a.end)]
-    arrows += [Arrow(f"h{j}", f"z{t}", single.dims("B", "H")) for t in range(3) for j in range(3)]
+    arrows += [Arrow("h2", "start", state)]
+    arrows += [Arrow(h, f"z{t}", state) for t in range(3) for h in ("h0", "h1", "h2")]
+    # the query: the state before step t decides which encoder states c_t reads (its shape,
+    # (B, H), is printed on the dashed arrow beside it)
+    arrows += [Arrow(query, f"z{t}") for t, query in enumerate(("start", "s0", "s1"))]
     return Diagram("A context per output step", boxes, arrows, single.dims,
-                   caption="Each step's context is built from every encoder state, not only "
-                           "the last.")
+                   caption="Each step's context is built from every encoder state, weighted by "
+                           "the decoder's previous state.")
 
 
 def _source_side(dims: Dims, encoder: str) -> tuple[list[Box], list[Arrow]]:

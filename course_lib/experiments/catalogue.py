@@ -27,3 +27,21 @@ def measured_records(experiment: str, seed: int = DEFAULT_SEED, results_dir: Pat
     without training. Empty when nothing was measured with that seed."""
     REGISTRY[experiment]  # an unknown name fails here, naming the choices
     return load_seeds(results_dir, REGISTRY).get(seed, {}).get(experiment, {}).get("models", {})
+
+
+def measured_training(experiment: str, model: str, results_dir: Path = RESULTS_DIR
+                      ) -> dict | None:
+    """The training minutes committed for ``model`` of ``experiment`` over every seed measured
+    (what docs/results.md lists): mean, min, max, the number of seeds, and the machine and
+    torch threads they were measured with. None when nothing is committed."""
+    minutes, where = [], None
+    for results in load_seeds(results_dir, REGISTRY).values():
+        result = results.get(experiment, {})
+        record = result.get("models", {}).get(model)
+        if record is not None:
+            minutes.append(REGISTRY[experiment].budget(model, record)[3] / 60)
+            where = where or (result.get("machine", "an unnamed machine"), result.get("threads"))
+    if not minutes:
+        return None
+    return {"mean": sum(minutes) / len(minutes), "min": min(minutes), "max": max(minutes),
+            "seeds": len(minutes), "machine": where[0], "threads": where[1]}

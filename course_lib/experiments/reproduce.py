@@ -24,7 +24,7 @@ from pathlib import Path
 
 from tqdm.auto import tqdm
 
-from course_lib.experiments.catalogue import REGISTRY
+from course_lib.experiments.catalogue import REGISTRY, measured_training
 from course_lib.experiments.registry import Experiment, Registry
 from course_lib.experiments.results_page import write_results_page
 from course_lib.experiments.runs import DEFAULT_SEED, RESULTS_DIR, seed_dir
@@ -61,16 +61,40 @@ def estimate_seconds(experiment: str, only: str | None = None, registry: Registr
                for model, steps in runs)
 
 
+def _measured_text(experiment: str, models: list[str], registry: Registry) -> str | None:
+    """What the committed runs of ``models`` took to train, or None where one has no run."""
+    measured = {m: measured_training(experiment, m) for m in models} \
+        if registry is REGISTRY else {}
+    if not measured or any(v is None for v in measured.values()):
+        return None
+    first = next(iter(measured.values()))
+    where = (f"measured on {first['machine']}, {first['threads']} torch "
+             f"thread{'s' if first['threads'] != 1 else ''}")
+    parts = [(f"{name}: " if len(measured) > 1 else "")
+             + f"{m['mean']:.1f} minutes" + (f" on average over {m['seeds']} seeds "
+                                               f"({m['min']:.1f} to {m['max']:.1f})"
+                                               if m["seeds"] > 1 else "")
+             for name, m in measured.items()]
+    return f"training took {'; '.join(parts)} in the full profile, {where}"
+
+
 def budget_text(experiment: str, only: str | None = None, registry: Registry = REGISTRY) -> str:
-    """"N optimiser steps, about M minutes on ..." for lessons and messages."""
+    """"N optimiser steps; training took M minutes ..." for lessons and messages: the
+    committed measurements where there are some (docs/results.md), else an estimate from the
+    experiment's step cost."""
     runs = planned_runs(experiment, only, registry)
     steps = sorted({s for _, s in runs})
-    if get_profile() != "full":
-        return f"{' / '.join(map(str, steps))} optimiser steps, a few seconds in the fast profile"
-    minutes = max(1, round(estimate_seconds(experiment, only, registry) / 60))
     each = " each" if len(runs) > 1 and len(steps) == 1 else ""
-    return (f"{' / '.join(f'{s:,}' for s in steps)} optimiser steps{each}, about {minutes} "
-            f"minute{'s' if minutes != 1 else ''} on {REFERENCE_MACHINE}")
+    planned = f"{' / '.join(f'{s:,}' for s in steps)} optimiser steps{each}"
+    measured = _measured_text(experiment, [m for m, _ in runs], registry)
+    if get_profile() != "full":
+        return f"{planned} in the fast profile, a few seconds" + (
+            f"; with the full profile's budget, {measured}" if measured else "")
+    if measured:
+        return f"{planned}; {measured}"
+    minutes = max(1, round(estimate_seconds(experiment, only, registry) / 60))
+    return (f"{planned}, about {minutes} minute{'s' if minutes != 1 else ''} on "
+            f"{REFERENCE_MACHINE} (an estimate from the cost of a step: no run is committed)")
 
 
 def parse_seeds(text: str) -> list[int]:

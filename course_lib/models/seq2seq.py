@@ -1,9 +1,17 @@
 """RNN encoder–decoder without attention (Cho et al., 2014; Sutskever et al., 2014).
 
 The encoder reads the source and keeps one vector, the context c = h_S (its final state). The
-decoder generates the target from c alone: as its initial state (``context="init"``), as an extra
-input at every step (``"every_step"``), as an extra input at the first step only with zeros in its
-place after (``"first_step"``), or as the initial state and at every step (``"both"``).
+decoder generates the target from c alone, handed over in one of five ways (``context=``):
+
+- ``"copy"``: c itself is the decoder's first state, s_0 = c (Sutskever et al., 2014, start the
+  decoder from the encoder's final state);
+- ``"init"``: c sets the first state through a layer, s_0 = tanh(W_init c + b_init);
+- ``"every_step"``: c is an extra input at every step (s_0 = 0);
+- ``"first_step"``: c is an extra input at the first step only, zeros in its place after;
+- ``"both"``: s_0 = tanh(W_init c + b_init) and c at every step, the hand-over of Cho et al.
+  (2014), who start the decoder from tanh(V' c) and feed c to every step (and to the output
+  layer, which here reads s_t alone). The course's translators use this one.
+
 Everything the decoder knows about the source must fit in c: the bottleneck lesson 03 measures.
 """
 
@@ -25,7 +33,7 @@ from course_lib.arguments import (
 )
 from course_lib.data.vocab import BOS_ID, EOS_ID, PAD_ID
 
-CONTEXT_MODES = ("init", "every_step", "first_step", "both")
+CONTEXT_MODES = ("copy", "init", "every_step", "first_step", "both")
 CELLS = ("gru", "lstm")
 
 
@@ -45,6 +53,12 @@ class Seq2SeqConfig:
             raise ValueError(f"cell must be one of {CELLS}, got {self.cell!r}")
         if self.context not in CONTEXT_MODES:
             raise ValueError(f"context must be one of {CONTEXT_MODES}, got {self.context!r}")
+        if self.context == "copy" and self.bidirectional:
+            raise ValueError(
+                "context='copy' starts the decoder from the encoder's final state itself "
+                "(s_0 = c), so that state must have the decoder's hidden size H; a "
+                "bidirectional encoder ends in two states [h_fwd; h_bwd] of 2H numbers. Use "
+                "context='init' (s_0 = tanh(W_init c + b_init)) or bidirectional=False")
         if min(self.src_vocab_size, self.tgt_vocab_size, self.embed_dim, self.hidden_size) < 1:
             raise ValueError("vocabulary sizes, embed_dim and hidden_size must be positive")
 
@@ -97,15 +111,16 @@ class Decoder(nn.Module):
     """Generates the target from the context c alone.
 
     Step t: s_t = RNN([E[y_{t-1}]; c_t], s_{t-1}) with c_t = c for "every_step"/"both" and for
-    "first_step" at t = 1 (zeros after); s_0 = tanh(W_init c + b_init) for "init"/"both" (else
-    zeros); logits_t = W_out s_t + b_out. With an LSTM the memory cell m_0 starts at zeros.
+    "first_step" at t = 1 (zeros after); s_0 = c for "copy", tanh(W_init c + b_init) for
+    "init"/"both", zeros for the others; logits_t = W_out s_t + b_out. With an LSTM the memory
+    cell m_0 starts at zeros in every mode.
     """
 
     def __init__(self, config: Seq2SeqConfig) -> None:
         super().__init__()
         self.config = config
         self.context_in_input = config.context in ("every_step", "first_step", "both")
-        self.context_as_init = config.context in ("init", "both")
+        self.context_as_init = config.context in ("init", "both")  # through W_init
         input_size = config.embed_dim + (config.hidden_size if self.context_in_input else 0)
         self.embed = nn.Embedding(config.tgt_vocab_size, config.embed_dim, padding_idx=PAD_ID)
         self.rnn = _rnn(config.cell, input_size, config.hidden_size)
@@ -115,8 +130,26 @@ class Decoder(nn.Module):
         self.dropout = nn.Dropout(config.dropout)
         self.out = nn.Linear(config.hidden_size, config.tgt_vocab_size)
 
+    def check_context_width(self, context: torch.Tensor) -> None:
+        """c has the decoder's hidden size H (for "copy", s_0 = c needs it; the others read c
+        through weights made for H numbers)."""
+        hidden = self.config.hidden_size
+        if context.shape[-1] != hidden:
+            start = ("context='copy' starts the decoder from c itself (s_0 = c), so c"
+                     if self.config.context == "copy" else "c")
+            raise ValueError(f"{start} must have the decoder's hidden size H = {hidden}, got a "
+                             f"context of {context.shape[-1]} numbers")
+
     def initial_state(self, context: torch.Tensor):
-        h0 = torch.tanh(self.init(context)) if self.context_as_init else torch.zeros_like(context)
+        """s_0 from the context c (B, H), as the hand-over says. Shape: (1, B, H), or a pair of
+        them (state, memory cell) for an LSTM."""
+        self.check_context_width(context)
+        if self.config.context == "copy":
+            h0 = context  # s_0 = c, no layer between
+        elif self.context_as_init:
+            h0 = torch.tanh(self.init(context))
+        else:
+            h0 = torch.zeros_like(context)
         h0 = h0.unsqueeze(0)  # (1, B, H)
         return (h0, torch.zeros_like(h0)) if self.config.cell == "lstm" else h0
 
@@ -126,6 +159,7 @@ class Decoder(nn.Module):
         ``context`` (B, H) -> logits (B, T, V) and the last state."""
         check_model_tokens("tokens", tokens, self.embed, "the model's target vocabulary")
         check_tensor("context", context, dtype=FLOATING, shape=(tokens.shape[0], "H"))
+        self.check_context_width(context)
         check_module_input("context", context, self)
         return self._run(tokens, context, state, start)
 
