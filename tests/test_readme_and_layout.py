@@ -1,6 +1,7 @@
 """The repository has the course's required top-level layout, and README.md tells the truth."""
 
 import re
+import subprocess
 from pathlib import Path
 
 from course_lib.course.syllabus import LESSONS, course_map
@@ -70,3 +71,21 @@ def test_agents_md_tells_assistants_to_hint_and_not_to_solve_the_graded_exercise
     exercises = sorted((ROOT / "exercises").glob("*/*.ipynb"))
     assert exercises and all(marker in p.read_text() for p in exercises), \
         "the exercises no longer mark answers as AGENTS.md says"
+
+
+def test_the_errata_page_is_linked_and_names_commits_that_exist():
+    errata = (ROOT / "docs" / "errata.md").read_text()
+    assert "(docs/errata.md)" in (ROOT / "README.md").read_text()
+    from course_lib.course.site import DOC_PAGES
+
+    assert "errata" in DOC_PAGES, "the site does not publish docs/errata.md"
+    commits = set(re.findall(r"\(commits? ([0-9a-f]{7,40})\)", errata))
+    entries = re.findall(r"^(?:- (?:lesson|exercise) \d\d|\| \d\d)", errata, re.M)
+    assert len(commits) >= 3 and len(entries) >= 40, (commits, len(entries))
+    shallow = subprocess.run(["git", "rev-parse", "--is-shallow-repository"], cwd=ROOT,
+                             capture_output=True, text=True).stdout.strip()
+    if shallow == "false":  # a full clone holds every commit the page names
+        for commit in commits:
+            found = subprocess.run(["git", "cat-file", "-e", f"{commit}^{{commit}}"], cwd=ROOT,
+                                   capture_output=True)
+            assert found.returncode == 0, f"docs/errata.md names commit {commit}, not in git"

@@ -39,7 +39,8 @@ from course_lib.widgets.embed import site_script, site_styles
 
 TITLE = "Attention, from dot products to Transformers"
 DOC_PAGES = ("setup", "notation", "results", "experiments", "reproducibility", "performance",
-             "benchmarks", "instructors", "contributing", "layout", "api", "distributed")
+             "benchmarks", "instructors", "contributing", "layout", "api", "distributed",
+             "errata")
 WIDGET_NOTE = ("This control shows the state it was saved in. Moving it needs the live lab "
                "(<code>make lab</code>), where a kernel redraws the figure.")
 FAVICON = ('<svg xmlns="http://www.w3.org/2000/svg" viewBox="0 0 16 16"><rect width="16" '
