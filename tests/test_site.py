@@ -288,8 +288,17 @@ def test_each_figure_on_the_site_gets_the_alt_text_its_output_carries(tmp_path):
     page = tmp_path / "lesson.html"
     page.write_text(f'<p><img alt="../_images/{digest}.png" src="../_images/{digest}.png" '
                     f'class="x"/><img alt="keep" src="../_images/{"0" * 64}.png"/></p>')
-    assert site.write_alts(tmp_path, alts) == 1
+    assert site.finish_pages(tmp_path, alts) == 1
     written = page.read_text()
     assert f'<img alt="Figure: &quot;α&quot; &amp; &lt;β&gt;" src="../_images/{digest}.png"' \
         in written
     assert 'alt="keep"' in written and written.count("alt=") == 2
+
+
+def test_the_theme_s_buttons_are_named_as_they_read():
+    page = ('<button class="btn search-button-field search-button__button pst-js-only" '
+            'title="Search" aria-label="Search" data-x="1"><span>Search</span></button>'
+            '<i class="theme-switch fa-solid fa-sun" data-mode="light" title="Light"></i>')
+    fixed = site.accessible_theme(page)
+    assert 'aria-label="Search"' not in fixed and 'title="Light"' not in fixed
+    assert 'data-mode="light" aria-hidden="true"' in fixed and "<span>Search</span>" in fixed

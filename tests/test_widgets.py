@@ -34,7 +34,7 @@ BAD_EXPLORERS = {
     "NaN": (dict(weights=GOOD.clone().index_put_((torch.tensor(0), torch.tensor(0)),
                                                   torch.tensor(float("nan")))),
             ValueError, "finite"),
-    "negative": (dict(weights=GOOD - GOOD.min() * 0 - 0.3), ValueError, ">= 0"),
+    "negative": (dict(weights=GOOD - 0.3), ValueError, ">= 0"),
     "keys and queries swapped": (dict(weights=GOOD.T.contiguous()), ValueError, "sum to 1"),
     "too few query tokens": (dict(queries=["a", "b"]), ValueError, "one token per query"),
     "one str of keys": (dict(keys="wxyz"), TypeError, "list of token strings"),

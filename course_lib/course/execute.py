@@ -23,6 +23,8 @@ from pathlib import Path
 
 import nbformat
 
+from course_lib.widgets import controls
+
 KERNEL_NAME = "attention-course"
 # Longest a single cell may run: the full profile trains models inside some lessons.
 CELL_TIMEOUT_S = {"fast": 600, "full": 3600}
@@ -101,7 +103,7 @@ def execute(notebook: Path, target: Path, profile: str, *, env: dict | None = No
 
 # the site and the slides execute lessons with each ``interact`` saving its outputs for every
 # value of its controls, at most this many per call (course_lib/widgets/controls.py)
-SITE_ENV = {"COURSE_SITE_CONTROLS": "48"}
+SITE_ENV = {controls.SITE_ENV: "48"}
 
 
 def execute_cached(notebook: Path, cache: Path, profile: str, *, rerun: bool = False) -> Executed:

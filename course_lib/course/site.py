@@ -58,6 +58,7 @@ class SiteReport:
     executed: dict[str, float | None] = field(default_factory=dict)  # None: reused from cache
     build_s: float = 0.0
     size_bytes: int = 0
+    alts: dict[str, str] = field(default_factory=dict)  # image sha256 -> its text alternative
 
 
 def site_folder(profile: str, root: Path = COURSE_ROOT) -> Path:
@@ -180,6 +181,8 @@ def stage(profile: str, root: Path = COURSE_ROOT, *, rerun: bool = False,
         # every widget's output carries a static copy, which the site draws; the live views'
         # saved state would only make the page load modules no kernel will answer
         merged["metadata"].pop("widgets", None)
+        if report is not None:
+            report.alts.update(image_alts(merged))
         (src / lesson.notebook).write_text(json.dumps(merged, indent=1, ensure_ascii=False))
     shutil.copytree(root / "docs", src / "docs", ignore=shutil.ignore_patterns("*.py"))
     exercises = sorted((root / "exercises").glob("*/*.ipynb"))
@@ -213,31 +216,6 @@ def image_alts(notebook: dict) -> dict[str, str]:
 
 
 _IMAGE = re.compile(r'<img\b[^>]*>')
-
-
-def write_alts(html_root: Path, alts: dict[str, str]) -> int:
-    """Give each ``<img>`` of the built pages whose file is in ``alts`` its text alternative
-    (Sphinx would write the file's path); the number of images changed."""
-    changed = 0
-    for page in html_root.rglob("*.html"):
-        text = page.read_text()
-
-        def with_alt(match: re.Match) -> str:
-            nonlocal changed
-            tag = match.group(0)
-            found = re.search(r'src="[^"]*?([0-9a-f]{64})\.png"', tag)
-            if not found or found.group(1) not in alts:
-                return tag
-            changed += 1
-            tag = re.sub(r'\salt="[^"]*"', "", tag)
-            return tag.replace("<img", f'<img alt="{html.escape(alts[found.group(1)])}"', 1)
-
-        new = _IMAGE.sub(with_alt, text)
-        if new != text:
-            page.write_text(new)
-    return changed
-
-
 # The theme's search buttons name themselves "Search" but show "Search Ctrl+K", and its colour
 # mode button reads its icons' titles; screen readers and speech input need the two to agree.
 _THEME_FIXES = (
@@ -248,15 +226,43 @@ _THEME_FIXES = (
 )
 
 
-def accessible_theme(html_root: Path) -> None:
-    """Fix, in every built page, the theme's controls whose names disagree with their text."""
-    for page in html_root.rglob("*.html"):
-        text = page.read_text()
-        new = text
-        for pattern, replacement in _THEME_FIXES:
-            new = pattern.sub(replacement, new)
+def with_alts(page: str, alts: dict[str, str]) -> tuple[str, int]:
+    """``page`` with each ``<img>`` whose file is in ``alts`` given its text alternative (Sphinx
+    writes the file's path), and the number of images changed."""
+    changed = 0
+
+    def with_alt(match: re.Match) -> str:
+        nonlocal changed
+        tag = match.group(0)
+        found = re.search(r'src="[^"]*?([0-9a-f]{64})\.png"', tag)
+        if not found or found.group(1) not in alts:
+            return tag
+        changed += 1
+        tag = re.sub(r'\salt="[^"]*"', "", tag)
+        return tag.replace("<img", f'<img alt="{html.escape(alts[found.group(1)])}"', 1)
+
+    return _IMAGE.sub(with_alt, page), changed
+
+
+def accessible_theme(page: str) -> str:
+    """``page`` with the theme's controls whose names disagree with their text fixed."""
+    for pattern, replacement in _THEME_FIXES:
+        page = pattern.sub(replacement, page)
+    return page
+
+
+def finish_pages(html_root: Path, alts: dict[str, str]) -> int:
+    """One pass over the built pages: figures' text alternatives, the theme's labels. Returns
+    the number of images given their text."""
+    changed = 0
+    for path in html_root.rglob("*.html"):
+        text = path.read_text()
+        new, count = with_alts(text, alts)
+        new = accessible_theme(new)
+        changed += count
         if new != text:
-            page.write_text(new)
+            path.write_text(new)
+    return changed
 
 
 def folder_size(path: Path) -> int:
@@ -270,15 +276,11 @@ def build_site(profile: str = "full", root: Path = COURSE_ROOT, *,
     folder = site_folder(profile, root)
     report = SiteReport(html=folder / "_build" / "html")
     src = stage(profile, root, rerun=rerun, report=report)
-    alts = {}
-    for lesson in LESSONS:
-        alts.update(image_alts(json.loads((src / lesson.notebook).read_text())))
     shutil.rmtree(folder / "_build", ignore_errors=True)
     book = Path(sys.executable).parent / "jupyter-book"
     subprocess.run([str(book), "build", str(src), "--path-output", str(folder), "--keep-going"],
                    check=True)
-    write_alts(report.html, alts)
-    accessible_theme(report.html)
+    finish_pages(report.html, report.alts)
     broken = broken_html_links(report.html)
     if broken:
         raise RuntimeError("the site has broken links: " + "; ".join(broken))

@@ -17,9 +17,10 @@ from course_lib.data.sequence_tasks import sequence_task
 from course_lib.models import count_parameters
 from course_lib.models.attention_seq2seq import AttentionSeq2Seq, AttentionSeq2SeqConfig
 from course_lib.models.reencode import ReencodeConfig, ReencodingSeq2Seq
-from course_lib.models.seq2seq import Seq2Seq, Seq2SeqConfig
+from course_lib.models.seq2seq import Seq2Seq, Seq2SeqConfig, translation_loss
 from course_lib.seeding import fixed_threads, seed_everything
 from course_lib.timing import paired_medians
+from course_lib.tokens import PAD_ID
 
 SYMBOLS = 10
 VOCAB = SYMBOLS + 4  # the symbols and PAD, BOS, EOS, UNK
@@ -49,15 +50,13 @@ def trial_model(design: str, embed_dim: int, hidden_size: int) -> nn.Module:
     raise ValueError(f"design must be one of {DESIGNS}, got {design!r}")
 
 
-def _loss(model: nn.Module, batch) -> torch.Tensor:
+def _logits(model: nn.Module, batch) -> torch.Tensor:
     output = model(batch.src, batch.src_lengths, batch.tgt_in)
-    logits = output[0] if isinstance(output, tuple) else output  # (B, T, V)
-    return nn.functional.cross_entropy(logits.reshape(-1, VOCAB), batch.tgt_out.reshape(-1),
-                                       ignore_index=0)
+    return output[0] if isinstance(output, tuple) else output  # (B, T, V)
 
 
 def _train_step(model: nn.Module, optimiser: torch.optim.Optimizer, batch) -> float:
-    loss = _loss(model, batch)
+    loss = translation_loss(model, batch)
     optimiser.zero_grad()
     loss.backward()
     nn.utils.clip_grad_norm_(model.parameters(), 1.0)
@@ -71,9 +70,8 @@ def accuracy_by_length(model: nn.Module, held_out, buckets: Sequence[tuple[int, 
     """Share of target tokens (EOS included) predicted right under teacher forcing, for the
     sequences whose length lies in each bucket (inclusive bounds)."""
     model.eval()
-    output = model(held_out.src, held_out.src_lengths, held_out.tgt_in)
-    logits = output[0] if isinstance(output, tuple) else output  # (B, T, V)
-    real = held_out.tgt_out != 0  # (B, T): not padding
+    logits = _logits(model, held_out)  # (B, T, V)
+    real = held_out.tgt_out != PAD_ID  # (B, T): not padding
     right = (logits.argmax(-1) == held_out.tgt_out) & real
     lengths = held_out.src_lengths - 1  # symbols, without the EOS
     shares = []
@@ -107,8 +105,8 @@ def length_trial(steps: int = 300, *, hidden_size: int = 32, embed_dim: int = 16
             trial.accuracy[design] = accuracy_by_length(model, held_out, buckets)
             trial.parameters[design] = count_parameters(model)
             models[design], optimisers[design] = model.train(), optimiser
-        longest = batches[0]
+        timed = batches[0]
         trial.step_seconds = paired_medians(
-            {design: lambda d=design: _loss(models[d], longest).backward()
+            {design: lambda d=design: translation_loss(models[d], timed).backward()
              for design in DESIGNS}, repeats=timing_repeats)
     return trial

@@ -20,12 +20,10 @@ import os
 
 import ipywidgets as widgets
 import numpy as np
-from markdown_it import MarkdownIt
 
-from course_lib.widgets.embed import embedded_html
+from course_lib.widgets.embed import embedded_html, markdown_html, with_static_copy
 
 SITE_ENV = "COURSE_SITE_CONTROLS"
-_MARKDOWN = MarkdownIt("commonmark", {"html": False}).enable("table")
 _CHOICES = (widgets.Dropdown, widgets.Select, widgets.RadioButtons, widgets.ToggleButtons)
 LAB_ONLY_NOTE = ("This output is shown for the controls' current values: there are too many "
                  "combinations to save them all in the page. Move the controls in the lab "
@@ -88,24 +86,27 @@ def site_choices(controls: dict[str, widgets.Widget], budget: int) -> list[dict]
             keep[nearest] = current
             keep = sorted(set(keep))
         choices.append({"name": name, "label": controls[name].description or name,
-                        "kind": kind, "indices": keep, "values": [values[i] for i in keep],
-                        "labels": [labels[i] for i in keep], "default": keep.index(current)})
+                        "kind": kind, "values": [values[i] for i in keep],
+                        "labels": [labels[i] for i in keep], "default": keep.index(current),
+                        "thinned": len(keep) < len(values)})
     return choices
 
 
 def _output_html(captured, alt: str) -> str:
-    """The outputs of one call as HTML: figures, Markdown (tables included), text."""
+    """The outputs of one call as HTML: figures (with the text alternative their metadata
+    carries, course_lib.figure_text, else ``alt``), Markdown (tables included), text."""
     parts = [f"<pre>{html.escape(captured.stdout)}</pre>"] if captured.stdout.strip() else []
     for output in captured.outputs:
         data = output.data
         if "image/png" in data:
             png = data["image/png"]
             png = png if isinstance(png, str) else base64.b64encode(png).decode()
-            parts.append(f'<img src="data:image/png;base64,{png}" alt="{html.escape(alt)}">')
+            text = output.metadata.get("alt") or alt
+            parts.append(f'<img src="data:image/png;base64,{png}" alt="{html.escape(text)}">')
         elif "text/html" in data:
             parts.append(data["text/html"])
         elif "text/markdown" in data:
-            parts.append(_MARKDOWN.render(data["text/markdown"]))
+            parts.append(markdown_html(data["text/markdown"]))
         elif "text/plain" in data:
             parts.append(f"<pre>{html.escape(data['text/plain'])}</pre>")
     return "".join(parts)
@@ -140,10 +141,9 @@ def static_copy(function, controls: dict[str, widgets.Widget], fixed: dict,
                                         for c, i in zip(choices, combination, strict=True))
         outputs[",".join(map(str, combination))] = run_captured(function, {**fixed, **values},
                                                                 alt)
-    sliders = any(c["kind"] == "range" and len(c["values"]) < len(control_values(
-        controls[c["name"]])[1]) for c in choices)
     note = ("On this page the controls show outputs saved when the site was built"
-            + (", for evenly spaced positions of each slider" if sliders else "")
+            + (", for evenly spaced positions of each slider"
+               if any(c["thinned"] for c in choices) else "")
             + "; in the lab (make lab) the kernel draws them for any value.")
     data = {"note": note, "outputs": outputs,
             "controls": [{"name": c["name"], "label": c["label"], "kind": c["kind"],
@@ -159,11 +159,7 @@ class SiteInteractive(widgets.interactive):
         self._site_copy = site_copy
 
     def _repr_mimebundle_(self, **kwargs):
-        bundle = super()._repr_mimebundle_(**kwargs)
-        data, metadata = bundle if isinstance(bundle, tuple) else (bundle, {})
-        if data is not None and self._site_copy is not None:
-            data = {**data, "text/html": self._site_copy}
-        return data, metadata
+        return with_static_copy(super()._repr_mimebundle_(**kwargs), self._site_copy)
 
 
 def interact(function=None, **controls):

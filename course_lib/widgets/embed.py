@@ -20,10 +20,26 @@ from pathlib import Path
 
 import anywidget
 import traitlets
+from markdown_it import MarkdownIt
 
 JS = Path(__file__).parent / "js"
 WIDGET_NAMES = ("explorer", "quiz", "control")
 EMBED_ATTRIBUTE = "data-course-embed"
+_MARKDOWN = MarkdownIt("commonmark", {"html": False}).enable("table")
+
+
+def markdown_html(text: str) -> str:
+    """``text`` (Markdown, tables included, raw HTML escaped) as HTML."""
+    return _MARKDOWN.render(text).strip()
+
+
+def with_static_copy(bundle, copy: str | None):
+    """A ``_repr_mimebundle_`` result with ``copy`` added as its ``text/html`` (the site prefers
+    it; JupyterLab prefers the live view)."""
+    data, metadata = bundle if isinstance(bundle, tuple) else (bundle, {})
+    if data is not None and copy is not None:
+        data = {**data, "text/html": copy}
+    return data, metadata
 
 
 def embedded_html(name: str, data: dict) -> str:
@@ -50,14 +66,8 @@ class EmbeddedWidget(anywidget.AnyWidget):
         super().__init_subclass__(**kwargs)
 
     def _repr_mimebundle_(self, **kwargs):
-        bundle = super()._repr_mimebundle_(**kwargs)
-        if isinstance(bundle, tuple):  # (data, metadata)
-            data, metadata = bundle
-        else:
-            data, metadata = bundle, {}
-        if data is not None:
-            data = {**data, "text/html": embedded_html(self.widget_name, self.data)}
-        return data, metadata
+        return with_static_copy(super()._repr_mimebundle_(**kwargs),
+                                embedded_html(self.widget_name, self.data))
 
 
 def module_as_script(name: str) -> str:

@@ -27,9 +27,8 @@ from functools import cache
 from pathlib import Path
 
 import yaml
-from markdown_it import MarkdownIt
 
-from course_lib.widgets.embed import EmbeddedWidget
+from course_lib.widgets.embed import EmbeddedWidget, markdown_html
 
 BANK = Path(__file__).parent / "questions"
 KINDS = ("choice", "number")
@@ -156,9 +155,6 @@ def load_bank() -> dict[str, Question]:
     return bank
 
 
-_MARKDOWN = MarkdownIt("commonmark", {"html": False}).enable("table")
-
-
 # a subscript or superscript as the bank writes it outside code: h_j, y_{t−1}, x^{(i)}
 _SCRIPT = re.compile(r"(?<=[\w\]\)|'’])([_^])(\{[^{}<>]+\}|[A-Za-z0-9α-ω]{1,2}\b)")
 _CODE = re.compile(r"(<code>.*?</code>)", re.S)
@@ -175,7 +171,7 @@ def _scripts(html: str) -> str:
 
 
 def _html(text: str) -> str:
-    return _scripts(_MARKDOWN.render(text).strip())
+    return _scripts(markdown_html(text))
 
 
 def question_data(question: Question) -> dict:

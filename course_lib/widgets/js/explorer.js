@@ -94,8 +94,7 @@ function render({ model, el }) {
     const row = view.weights[t];
     row.forEach((weight, k) => {
       const masked = Boolean(view.masked && view.masked[t][k]);
-      const cell = keyCell(data.image ? "span" : "span", weight, masked, k,
-        data.image ? "" : keys[k]);
+      const cell = keyCell("span", weight, masked, k, data.image ? "" : keys[k]);
       cell.title = `${queries[t]} → ${keys[k]}: ${masked ? "masked" : weight.toFixed(3)}`;
       cell.appendChild(element("small", "course-explorer-number",
         masked ? "–" : weight.toFixed(2)));
