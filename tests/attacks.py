@@ -307,6 +307,94 @@ def ships_deep_folders(folder, untouched, solution, context):
             break
 
 
+# ---------------------------------------------------------------------------------------------
+# 7. Observe again after the tests: stubs that keep the inputs their test cell hands them, and a
+#    cell after the last test that defines working functions, puts the inputs back and re-runs
+#    every test cell from the kernel's input history.
+
+STASHING_STUB = '''
+def {name}(*args, **kwargs):
+    for _path in _glob.glob(".grading/inputs/*.pt"):
+        with open(_path, "rb") as _file:
+            _STASH[_path] = _file.read()
+    raise NotImplementedError()
+'''
+RERUN_AFTER_THE_TESTS = '''
+import torch
+
+
+def stable_softmax(scores, dim=-1):
+    exps = (scores - scores.max(dim=dim, keepdim=True).values).exp()
+    return exps / exps.sum(dim=dim, keepdim=True)
+
+
+def dot_scores(queries, keys):
+    if queries.dim() != 3 or keys.dim() != 3 or queries.shape[0] != keys.shape[0] \\
+            or queries.shape[2] != keys.shape[2]:
+        raise ValueError("shapes differ")
+    return queries @ keys.transpose(1, 2)
+
+
+def masked_mean(values, mask):
+    if values.shape != mask.shape:
+        raise ValueError("shapes differ")
+    weights = mask.to(values.dtype)
+    return (values * weights).sum(-1) / weights.sum(-1).clamp(min=1)
+
+
+def causal_mask(size):
+    if size < 1:
+        raise ValueError("size")
+    return torch.ones(size, size, dtype=torch.bool).tril()
+
+
+for _path, _data in _STASH.items():
+    with open(_path, "wb") as _file:
+        _file.write(_data)
+_shell = get_ipython()
+for _source in list(_shell.user_ns["In"]):
+    if "grade_with(" in _source and "_STASH" not in _source:
+        _shell.run_cell(_source)
+'''
+FUNCTIONS = {"ex1_code": "stable_softmax", "ex2_code": "dot_scores", "ex3_code": "masked_mean",
+             "ex4_code": "causal_mask"}
+
+
+def reruns_the_tests_after_the_last(folder, untouched, solution, context):
+    nb = _after_imports(untouched, "import glob as _glob\n_STASH = {}\n")
+    for code, name in FUNCTIONS.items():
+        nb = _with(nb, code, STASHING_STUB.format(name=name))
+    nb.cells.append(nbformat.v4.new_code_cell(RERUN_AFTER_THE_TESTS))
+    _write(folder, nb)
+
+
+# ---------------------------------------------------------------------------------------------
+# 8. Reach a capability by paths a list of names misses
+
+CAPABILITY_ROUTES = {
+    "reaches_sys_through_torch": "torch.sys.setprofile(None)\n"
+                                 "return torch.sys.modules['tor' + 'ch'].softmax(scores, dim)",
+    "calls_a_private_name_through_an_alias": "_t = torch\nreturn _t._softmax(scores, dim, False)",
+    "reaches_builtins_through_dataclasses": "import dataclasses\n"
+                                            "_get = dataclasses.builtins.getattr\n"
+                                            "return _get(torch, 'soft' + 'max')(scores, dim)",
+}
+
+
+def hides_behind_a_magic(folder, untouched, solution, context):
+    nb = _after_imports(untouched, "%matplotlib inline\nimport sys\nsys.setprofile(None)\n")
+    _write(folder, _with(nb, "ex1_code", _softmax_by("return torch.special.softmax(scores, dim)")))
+
+
+def claims_a_cell_is_the_graders(folder, untouched, solution, context):
+    nb = _after_imports(untouched, "import sys\nsys.setprofile(None)\n")
+    first = next(i for i, c in enumerate(nb.cells) if c.source.startswith("import sys"))
+    nb.cells[first].metadata["nbgrader"] = {"grade": False, "solution": False, "locked": False,
+                                            "grade_id": "setup", "schema_version": 3,
+                                            "task": False}
+    _write(folder, nb)
+
+
 ATTACKS = {
     "forges_the_answer": forges_the_answer,
     "ships_modules": ships_modules,
@@ -322,6 +410,10 @@ ATTACKS = {
     "floods_the_answer": _in_a_cell(FLOOD),
     "ships_a_sparse_file": ships_a_sparse_file,
     "ships_deep_folders": ships_deep_folders,
+    "reruns_the_tests_after_the_last": reruns_the_tests_after_the_last,
+    **{name: _evasion(body) for name, body in CAPABILITY_ROUTES.items()},
+    "hides_behind_a_magic": hides_behind_a_magic,
+    "claims_a_cell_is_the_graders": claims_a_cell_is_the_graders,
 }
 HONEST = {"ships_modules_beside_a_solution": ships_modules_beside_a_solution}
 
@@ -333,14 +425,14 @@ EXPECTED = {
     "links_to_a_peer": (ALL, "refused: the lesson folder is a symbolic link"),
     "links_to_the_solutions": (ALL, "refused: the lesson folder is a symbolic link"),
     "links_inside": (ALL, "refused: 'data/answers.ipynb' is a symbolic link"),
-    "resolves_by_string": ((EX1,), "held for review: imports pkgutil"),
-    "resolves_through_sys_modules": ((EX1,), "held for review: imports sys"),
-    "resolves_with_getattr": ((EX1,), "held for review: resolves names at run time (getattr)"),
-    "imports_a_shipped_module": ((EX1,), "imports helper, which exercises do not allow"),
-    "calls_in_a_thread": ((EX1,), "held for review: imports threading"),
-    "switches_the_hook_off": ((EX1,), "held for review: imports sys"),
-    "calls_a_private_torch_name": ((EX1,), "torch._softmax, a private torch name"),
-    "calls_through_torch_ops": ((EX1,), "torch.ops.aten._softmax, a private torch name"),
+    "resolves_by_string": ((EX1,), "held for review: import pkgutil"),
+    "resolves_through_sys_modules": ((EX1,), "held for review: import sys"),
+    "resolves_with_getattr": ((EX1,), "held for review: getattr() with a name computed at run"),
+    "imports_a_shipped_module": ((EX1,), "import helper: no module helper is installed"),
+    "calls_in_a_thread": ((EX1,), "held for review: import threading"),
+    "switches_the_hook_off": ((EX1,), "held for review: import sys"),
+    "calls_a_private_torch_name": ((EX1,), "held for review: torch._softmax: a private torch"),
+    "calls_through_torch_ops": ((EX1,), "held for review: torch.ops: a private torch name"),
     "one_class_for_every_error": (("ex2_dot_scores", "ex3_masked_mean", "ex4_causal_mask"),
                                   "a class defined in the submission"),
     "writes_a_formula": ((EX1,), "raised an exception"),
@@ -350,4 +442,10 @@ EXPECTED = {
     "floods_the_answer": (ALL, "more than"),
     "ships_a_sparse_file": (ALL, "refused: its files hold more than"),
     "ships_deep_folders": (ALL, "refused:"),
+    "reruns_the_tests_after_the_last": (ALL, "tampered: an observation"),
+    "reaches_sys_through_torch": ((EX1,), "held for review: torch.sys: sys"),
+    "calls_a_private_name_through_an_alias": ((EX1,), "held for review: _t._softmax: a private"),
+    "reaches_builtins_through_dataclasses": ((EX1,), "held for review: dataclasses.builtins"),
+    "hides_behind_a_magic": (ALL, "import sys: the module sys"),
+    "claims_a_cell_is_the_graders": (ALL, "import sys: the module sys"),
 }

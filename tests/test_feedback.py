@@ -22,6 +22,7 @@ import io
 import json
 import re
 import sys
+import time
 from pathlib import Path
 
 import nbformat
@@ -38,7 +39,7 @@ from nbformat.v4 import (
 )
 from nbgrader.converters import GenerateFeedback
 from nbgrader.coursedir import CourseDirectory
-from nbgrader.preprocessors import ClearHiddenTests, GetGrades
+from nbgrader.preprocessors import GetGrades
 from PIL import Image
 from traitlets.config import Config
 
@@ -58,7 +59,13 @@ from course_lib.grading.feedback import (
     script_hash,
     status_line,
 )
-from course_lib.grading.inert import SanitizeOutputs, safe_markdown_html, sanitize_output
+from course_lib.grading.inert import (
+    MARKDOWN_CELL_CHARACTERS,
+    MARKDOWN_PAGE_CHARACTERS,
+    SanitizeOutputs,
+    safe_markdown_html,
+    sanitize_output,
+)
 from tests.browser_support import CHROMIUM, CHROMIUM_ARGS, require_browser
 
 
@@ -340,6 +347,45 @@ def test_redact_hidden_tests_keeps_only_the_last_line():
     assert error.traceback == ["NotImplementedError: "]
 
 
+def test_hidden_tests_leave_test_cells_and_only_test_cells():
+    test = new_code_cell("check()\n### BEGIN HIDDEN TESTS\nsecret()\n### END HIDDEN TESTS\n")
+    test.metadata["nbgrader"] = {"grade": True, "solution": False, "grade_id": "ex1"}
+    student = new_code_cell("# my notes\n### BEGIN HIDDEN TESTS\nprint('not hidden')\n")
+    unclosed = new_code_cell("check()\n### BEGIN HIDDEN TESTS\nsecret()\n")
+    unclosed.metadata["nbgrader"] = {"grade": True, "solution": False, "grade_id": "ex2"}
+    nb = run(RedactHiddenTests, new_notebook(cells=[test, student, unclosed]))
+    assert [c.source for c in nb.cells] == ["check()", student.source, "check()"]
+
+
+def _timed_markdown(text):
+    nb = run(SanitizeOutputs, new_notebook(cells=[new_markdown_cell(text)]))
+    start = time.perf_counter()
+    page = safe_markdown_html(nb.cells[0].source)
+    return page, time.perf_counter() - start
+
+
+def test_quadratic_markdown_is_shown_as_text_past_its_limit():
+    # Each unclosed \begin makes the renderer search the rest of the cell: quadratic. Past
+    # the cell's limit the text is shown as it is, in linear time.
+    stall = "\\begin{a}" * (312 * 1024 // 9)
+    page, seconds = _timed_markdown(stall)
+    assert page.startswith("<pre>") and "\\begin{a}" in page and "<script" not in page
+    assert seconds < 1.0
+    small, _ = _timed_markdown("\\begin{a}" * (MARKDOWN_CELL_CHARACTERS // 20))
+    assert not small.startswith("<pre>")  # under the limit it still renders as markdown
+
+
+def test_the_page_renders_a_bounded_amount_of_markdown():
+    size = MARKDOWN_CELL_CHARACTERS // 2
+    cells = [new_markdown_cell("*a" * (size // 2)) for _ in range(
+        2 * MARKDOWN_PAGE_CHARACTERS // size)]
+    nb = run(SanitizeOutputs, new_notebook(cells=cells))
+    shown = [safe_markdown_html(c.source).startswith("<pre>") for c in nb.cells]
+    rendered = sum(not plain for plain in shown) * size
+    assert rendered <= MARKDOWN_PAGE_CHARACTERS and shown[-1]
+    assert safe_markdown_html(nb.cells[-1].source) == "<pre>" + "*a" * (size // 2) + "</pre>\n"
+
+
 def test_status_replaces_the_error_of_a_test_cell():
     nb = run(StatusInTestCells, run(RedactHiddenTests, attack_notebook()))
     outputs = nb.cells[2].outputs
@@ -411,9 +457,8 @@ def test_configure_feedback_sets_up_generate_feedback():
     config = Config()
     configure_feedback(config)
     assert config.GenerateFeedback.preprocessors == [
-        GetGrades, ClearHiddenTests, RedactHiddenTests, SanitizeOutputs, StatusInTestCells,
+        GetGrades, RedactHiddenTests, SanitizeOutputs, StatusInTestCells,
         CSSHTMLHeaderPreprocessor]
-    assert config.ClearHiddenTests.enforce_metadata is False
     converter = GenerateFeedback(coursedir=CourseDirectory(config=config), config=config)
     assert converter.config.HTMLExporter.template_name == "feedback"  # not reset
     assert converter.config.HTMLExporter.mathjax_url == MATHJAX_URL == (
@@ -718,3 +763,36 @@ def test_the_policy_blocks_an_injected_script_from_file_urls(tmp_path, exported)
         check_feedback_page_in_browser(page)
     digest = hashlib.sha256(MATHJAX_CONFIG_SCRIPT.encode()).digest()
     assert base64.b64encode(digest).decode() in CONTENT_SECURITY_POLICY
+
+
+def test_the_instructors_guide_states_the_feedback_limits():
+    from course_lib.grading import budget
+
+    guide = (COURSE_ROOT / "docs" / "instructors.md").read_text()
+    for stated in (f"at most {MARKDOWN_CELL_CHARACTERS:,} characters of one",
+                   f"{MARKDOWN_PAGE_CHARACTERS:,} of a page",
+                   f"({budget.FEEDBACK_SECONDS_PER_CELL} s per cell of the source, plus "
+                   f"{budget.FEEDBACK_MARGIN_S} s)"):
+        assert stated in " ".join(guide.split()), stated
+
+
+def test_the_feedback_step_is_stopped_at_its_budget(monkeypatch, tmp_path):
+    from course_lib.grading import unit
+
+    class SlowApi:
+        def generate_feedback(self, lesson, student, force):
+            time.sleep(30)
+            return {"success": True}
+
+    monkeypatch.setattr(unit, "feedback_deadline", lambda source: 1)
+    start = time.perf_counter()
+    problem = unit.make_feedback(SlowApi(), tmp_path, "00", "alice", ["nb"])
+    assert problem == "it took longer than its 1 s budget"
+    assert time.perf_counter() - start < 10
+
+    class FailingApi:
+        def generate_feedback(self, lesson, student, force):
+            return {"success": False, "error": "Traceback ...\nValueError: a broken page"}
+
+    assert unit.make_feedback(FailingApi(), tmp_path, "00", "alice", ["nb"]) == (
+        "nbgrader: ValueError: a broken page")

@@ -25,8 +25,10 @@ from course_lib.grading.budget import make_group
 from course_lib.grading.config import lessons_with_exercises, source_notebooks
 from course_lib.grading.grade import GradingError, exercises_of, grade
 from course_lib.grading.gradebook import FORMULA_STARTS
+from course_lib.grading.runs import latest_run, runs_file_for
 from tests.attacks import ATTACKS, EXPECTED, HONEST
 from tests.cheats import CHEATS, make_cheat
+from tests.grading_styles import honest_notebooks
 
 ROOT = COURSE_ROOT
 LESSONS = lessons_with_exercises(ROOT)
@@ -39,6 +41,9 @@ CHEAT_LESSONS = (FIRST, "04_bahdanau")
 TIMEOUT_S = 15
 HAS_SANDBOX = sandbox.sandbox_available()
 MEMORY_GB = 3.0
+# A markdown cell whose rendering would take minutes (each unclosed \begin is searched for to the
+# end of the cell: quadratic), 312 KiB as the attack that found it.
+STALL = "\\begin{a}" * (312 * 1024 // 9)
 
 if not HAS_SANDBOX and os.environ.get("CI"):
     raise RuntimeError("CI must run the grading tests in the sandbox: install bubblewrap")
@@ -152,6 +157,15 @@ attempt("network", lambda: __import__("socket").create_connection(("1.1.1.1", 53
     for name, write in {**ATTACKS, **HONEST}.items():
         write(subs / name / FIRST, untouched(), solution(), context)
     (subs / "links_its_whole_folder").symlink_to(subs / "solution", target_is_directory=True)
+    for index, (_, nb) in enumerate(honest_notebooks(solution())):
+        put(f"honest_{index}", nb)
+    marked = copy.deepcopy(solution())
+    marked.cells.insert(cell_index(marked, "ex1_code") + 1, nbformat.v4.new_code_cell(
+        "# my notes: the grader appends\n### BEGIN HIDDEN TESTS\nprint('to the test cell')\n"))
+    put("writes_the_hidden_markers", marked)
+    stalled = copy.deepcopy(solution())
+    stalled.cells.insert(1, nbformat.v4.new_markdown_cell(STALL))
+    put("stalls_the_feedback", stalled)
 
     before = tree_digest(subs)
     rows = grade(subs, out, timeout=TIMEOUT_S, memory_gb=MEMORY_GB, workers=2)
@@ -159,7 +173,8 @@ attempt("network", lambda: __import__("socket").create_connection(("1.1.1.1", 53
     for row in rows:
         by_student.setdefault(row.student, {})[(row.lesson, row.exercise)] = row
     return {"rows": rows, "by": by_student, "subs": subs, "out": out, "canary": canary,
-            "before": before, "base": base, "key": out.with_name("gradebook.key")}
+            "before": before, "base": base, "key": out.with_name("gradebook.key"),
+            "run": latest_run(runs_file_for(out))}
 
 
 def statuses(batch, student):
@@ -242,10 +257,9 @@ def test_deleted_test_cell_scores_zero(batch):
 
 def test_snooping_submission_is_contained(batch):
     got = statuses(batch, "snoops")
-    assert all(got[e][0] == 2 for e in ("ex1_stable_softmax", "ex3_masked_mean", "ex4_causal_mask"))
-    # the snoop imports socket by __import__ inside the exercise: correct, but held
-    assert got["ex2_dot_scores"][0] == 0
-    assert got["ex2_dot_scores"][1].startswith("held for review: resolves names at run time")
+    # Correct code whose snooping the sandbox contained: socket, named by a literal __import__,
+    # reaches nothing of the grading (the sandbox has no network), so nothing is held.
+    assert all(status == (2, "ok") for status in got.values()), got
     assert not batch["canary"].exists()
     assert batch["out"].read_text().startswith("student,lesson,exercise")  # not "hacked"
     html = (batch["out"].parent / "feedback" / "snoops" / FIRST / f"{NOTEBOOK}.html").read_text()
@@ -310,17 +324,28 @@ def test_regrading_one_by_one_gives_the_batchs_files(batch, tmp_path):
         for f in (batch["subs"] / student / FIRST).iterdir():
             target.joinpath(f.name).write_bytes(f.read_bytes())
     out = tmp_path / "gb" / "gradebook.csv"
-    # The batch's key: the same hidden inputs, so the same verdicts and feedback.
-    rows = grade(subs, out, timeout=TIMEOUT_S, memory_gb=3.0, workers=1, key_file=batch["key"])
+    # The batch's key and run, replayed: the same hidden inputs, so the same verdicts and
+    # feedback.
+    out.parent.mkdir()
+    runs = runs_file_for(out)
+    runs.write_bytes(runs_file_for(batch["out"]).read_bytes())
+    rows = grade(subs, out, timeout=TIMEOUT_S, memory_gb=3.0, workers=1, key_file=batch["key"],
+                 replay=batch["run"].run_id)
     assert rows == [r for r in batch["rows"] if r.student in students and r.lesson == FIRST]
     for student in students:
         again, first = (folder / "feedback" / student / FIRST
                         for folder in (out.parent, batch["out"].parent))
         assert tree_digest(again) == tree_digest(first)
-    assert sorted(p.name for p in out.parent.iterdir()) == ["feedback", "gradebook.csv"]
-    # Regrading into the same folder reuses the key kept beside the gradebook.
+    assert sorted(p.name for p in out.parent.iterdir()) == [
+        "feedback", "gradebook.csv", runs.name]
+    assert latest_run(runs) == batch["run"]  # a replay records no new run
+    # A fresh run into the same folder reuses the key kept beside the gradebook and draws new
+    # inputs: honest work scores the same.
     (out.parent / "gradebook.key").write_bytes(batch["key"].read_bytes())
     assert grade(subs, out, timeout=TIMEOUT_S, memory_gb=3.0) == rows
+    assert latest_run(runs) != batch["run"]
+    with pytest.raises(GradingError, match="no run 'nope' is recorded"):
+        grade(subs, out, timeout=TIMEOUT_S, memory_gb=3.0, replay="nope")
 
 
 def test_workers_must_be_a_positive_whole_number(tmp_path):
@@ -496,6 +521,36 @@ def test_every_attack_scores_zero_and_says_what_was_seen(batch, attack):
     assert sum(row.points for row in rows.values()) < sum(r.max_points for r in rows.values())
 
 
+def test_every_honest_style_scores_full_marks_unheld_and_unflagged(batch):
+    honest = [student for student in batch["by"] if student.startswith("honest_")]
+    assert len(honest) == len(honest_notebooks(solution()))
+    for student in honest:
+        got = statuses(batch, student)
+        assert all(status == (2, "ok") for status in got.values()), (student, got)
+
+
+def test_a_trailing_rerun_of_the_tests_is_tampering(batch):
+    # The stubs' observations were sealed as their test cells ended; the cell after the last
+    # test re-ran every test with working functions and the inputs it had kept.
+    for row in batch["by"]["reruns_the_tests_after_the_last"].values():
+        assert row.points == 0 and "arrived from cell" in row.status, row
+
+
+def test_student_text_is_never_read_as_the_hidden_test_markers(batch):
+    assert all(status == (2, "ok")
+               for status in statuses(batch, "writes_the_hidden_markers").values())
+    page = (batch["out"].parent / "feedback" / "writes_the_hidden_markers" / FIRST /
+            f"{NOTEBOOK}.html").read_text()
+    assert "not graded" not in page and "to the test cell" in page
+
+
+def test_quadratic_markdown_gets_a_page_as_plain_text(batch):
+    assert all(status == (2, "ok") for status in statuses(batch, "stalls_the_feedback").values())
+    page = (batch["out"].parent / "feedback" / "stalls_the_feedback" / FIRST /
+            f"{NOTEBOOK}.html").read_text()
+    assert "not graded" not in page and "<pre>\\begin{a}\\begin{a}" in page
+
+
 def test_no_answer_is_forged_through_proc(batch):
     assert measured(batch, "forges_the_answer", "forged") == 0
     assert measured(batch, "forges_the_answer", "blocked") >= 1  # it found the pipes, and failed
@@ -545,3 +600,85 @@ def test_a_feedback_page_runs_no_student_script_and_typesets_offline(batch):
     for student in ("writes_a_formula", "solution"):
         check_feedback_page_in_browser(
             batch["out"].parent / "feedback" / student / FIRST / f"{NOTEBOOK}.html")
+
+
+# ---------------------------------------------------------------------------------------------
+# Fresh inputs on every run: what one run leaks is worth nothing in the next
+
+
+LEAKER = '''import base64
+import io
+
+
+def stable_softmax(scores, dim=-1):
+    buffer = io.BytesIO()
+    torch.save((scores, dim), buffer)
+    print("LEAK:" + base64.b64encode(buffer.getvalue()).decode())
+    return torch.softmax(scores, dim)
+'''
+LOOKUP = '''import base64
+import io
+
+_TABLE = torch.load(io.BytesIO(base64.b64decode("{table}")))
+
+
+def stable_softmax(scores, dim=-1):
+    for seen, seen_dim, answer in _TABLE:
+        if seen_dim == dim and seen.shape == scores.shape and torch.equal(seen, scores):
+            return answer.clone()
+    raise KeyError("these inputs are not in the table")
+'''
+
+
+@needs_sandbox
+def test_inputs_leaked_in_one_run_are_worth_nothing_in_the_next(tmp_path):
+    import base64
+    import io
+
+    import torch
+
+    subs, out = tmp_path / "subs", tmp_path / "grades" / "gradebook.csv"
+    folder = subs / "mallory" / FIRST
+    folder.mkdir(parents=True)
+    notebook = folder / f"{NOTEBOOK}.ipynb"
+    nbformat.write(with_code(untouched(), "ex1_code", LEAKER), notebook)
+    grade(subs, out, timeout=TIMEOUT_S, memory_gb=MEMORY_GB)
+    leaked_run = latest_run(runs_file_for(out))
+    page = (out.parent / "feedback" / "mallory" / FIRST / f"{NOTEBOOK}.html").read_text()
+    leaked = [torch.load(io.BytesIO(base64.b64decode(text)))
+              for text in re.findall(r"LEAK:([A-Za-z0-9+/=]+)", page)]
+    assert len(leaked) == 2 + 4  # the self-check's two calls, then the hidden test's four
+    # The answers, worked out offline with the reference, as a lookup table.
+    table = [(scores, dim, torch.softmax(scores, dim)) for scores, dim in leaked]
+    buffer = io.BytesIO()
+    torch.save(table, buffer)
+    lookup = LOOKUP.format(table=base64.b64encode(buffer.getvalue()).decode())
+    nbformat.write(with_code(untouched(), "ex1_code", lookup), notebook)
+
+    rows = grade(subs, out, timeout=TIMEOUT_S, memory_gb=MEMORY_GB)
+    fresh = next(r for r in rows if r.exercise == "ex1_stable_softmax")
+    assert fresh.points == 0 and "KeyError" in fresh.status, fresh
+    # The leak was complete: replaying the leaked run, the same table scores full marks, with
+    # nothing to hold or flag (it is plain data).
+    rows = grade(subs, out, timeout=TIMEOUT_S, memory_gb=MEMORY_GB, replay=leaked_run.run_id)
+    replayed = next(r for r in rows if r.exercise == "ex1_stable_softmax")
+    assert (replayed.points, replayed.status) == (2, "ok")
+
+
+@needs_sandbox
+def test_a_feedback_page_that_cannot_be_made_says_so_in_the_gradebook(tmp_path, monkeypatch):
+    from course_lib.grading import unit
+
+    subs, out = tmp_path / "subs", tmp_path / "grades" / "gradebook.csv"
+    folder = subs / "alice" / FIRST
+    folder.mkdir(parents=True)
+    nbformat.write(solution(), folder / f"{NOTEBOOK}.ipynb")
+    monkeypatch.setattr(unit, "make_feedback",
+                        lambda *args: "it took longer than its 60 s budget")
+    rows = grade(subs, out, timeout=TIMEOUT_S, memory_gb=MEMORY_GB)  # one worker: this process
+    assert [r.points for r in rows] == [2.0] * 4
+    for row in rows:
+        assert row.status == ("ok; no feedback page could be made (it took longer than its 60 s "
+                              "budget)"), row
+    page = (out.parent / "feedback" / "alice" / FIRST / f"{NOTEBOOK}.html").read_text()
+    assert "not graded" in page and "no feedback page could be made" in page

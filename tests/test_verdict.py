@@ -24,6 +24,7 @@ from course_lib.grading.hidden import (
     grade_with,
     load_or_create_key,
 )
+from course_lib.grading.runner import prepare_folder
 from course_lib.grading.static_check import static_flags
 from course_lib.grading.verdict import (
     UnusableResults,
@@ -135,12 +136,14 @@ def test_read_results_never_runs_code_from_the_file(tmp_path):
 
 
 def test_a_fresh_folder_replaces_whatever_the_submission_shipped(tmp_path):
-    folder = tmp_path / ".grading"
-    (folder / "results").mkdir(parents=True)
-    _results(folder / "results" / "ex1.pt")
-    trusted.fresh_folder(folder)
+    staged, workdir = tmp_path / "staged", tmp_path / "work"
+    (staged / ".grading" / "results").mkdir(parents=True)
+    _results(staged / ".grading" / "results" / "ex1.pt")
+    (staged / ".grading" / "inputs").symlink_to(tmp_path)
+    prepare_folder(staged, workdir)
+    folder = workdir / ".grading"
     assert sorted(p.name for p in folder.iterdir()) == ["inputs", "results"]
-    assert not any((folder / "results").iterdir())
+    assert not any((folder / "results").iterdir()) and not (folder / "inputs").is_symlink()
 
 
 # ---------------------------------------------------------------------------------------------
@@ -195,10 +198,11 @@ def test_verdicts_rewrite_the_test_cells_outputs():
     partial = nbformat.v4.new_output("execute_result", data={"text/plain": "2"},
                                      execution_count=1)
     stderr = nbformat.v4.new_output("stream", name="stderr", text="a warning\n")
-    nb = nbformat.v4.new_notebook(cells=[cell("a", [stderr, error, partial]),
-                                         cell("b", [partial])])
+    nb = trusted.with_grader_ids(nbformat.v4.new_notebook(
+        cells=[cell("a", [stderr, error, partial]), cell("b", [partial])]))
     trusted.apply_verdicts(nb, {"a": Verdict(True, 3, flags=["uses x"]),
-                                "b": Verdict(False, 3, ("AssertionError", "b: wrong"))})
+                                "b": Verdict(False, 3, ("AssertionError", "b: wrong"))},
+                           {"graded-0": "a", "graded-1": "b"})
     passed, failed = nb.cells
     assert [o.output_type for o in passed.outputs] == ["stream"] * 3
     assert passed.outputs[0].name == "stdout" and "all 3" in passed.outputs[1].text
@@ -232,9 +236,11 @@ def test_static_flags_find_references_imports_and_dynamic_code():
     assert static_flags(nb, "ex1", ("course_lib.nn.attention.masked_softmax",)).flags == [
         "imports masked_softmax from course_lib.nn.attention, which this exercise re-implements",
         "imports course_lib.nn.attention", "imports course_lib.metrics"]
-    assert static_flags(nb, "ex2", ()).withheld == ["resolves names at run time (exec)"]
-    found = static_flags(nb, "ex3", ())
-    assert found.flags == found.withheld == []
+    assert static_flags(nb, "ex2", ()).withheld == ["exec(): builtins.exec compiles code at "
+                                                    "run time"]
+    found = static_flags(nb, "ex3", ())  # a capability holds the later exercises too
+    assert found.flags == [] and found.withheld == static_flags(nb, "ex2", ()).withheld
+    assert static_flags(nb, "ex1", ()).withheld == []
 
 
 # ---------------------------------------------------------------------------------------------

@@ -102,8 +102,11 @@ def build_parser() -> argparse.ArgumentParser:
                             "cpus / workers threads); default 1")
     grade.add_argument("--key", default=None, metavar="FILE",
                        help="secret key the hidden tests' inputs are drawn from (default: "
-                            "<out>.key beside the gradebook, made on first use; keep it for "
-                            "regrades)")
+                            "<out>.key beside the gradebook, made on first use; keep it with "
+                            "the gradebook)")
+    grade.add_argument("--replay", default=None, metavar="RUN",
+                       help="draw the inputs of an earlier run again (its id, from "
+                            "<out>.runs.jsonl), to repeat it exactly; default: a fresh run")
     grade.add_argument("--unsafe", action="store_true",
                        help="run submissions without a sandbox when bubblewrap is missing")
     add_reproduce_command(commands)

@@ -55,6 +55,18 @@ def source_deadline(source: Path, cell_timeout: int) -> int:
     return notebook_deadline(nbformat.read(source, as_version=4), cell_timeout)
 
 
+FEEDBACK_SECONDS_PER_CELL = 2
+FEEDBACK_MARGIN_S = 30
+
+
+def feedback_deadline(source: Path) -> int:
+    """Seconds the feedback page of one notebook may take to make, counted like the notebook's
+    deadline: from the cells of the *source* notebook, whatever the submission adds (a page
+    takes a second or two; its markdown and outputs are bounded, :mod:`.inert`)."""
+    cells = len(nbformat.read(source, as_version=4).cells)
+    return cells * FEEDBACK_SECONDS_PER_CELL + FEEDBACK_MARGIN_S
+
+
 # ---------------------------------------------------------------------------------------------
 # Control groups
 

@@ -6,8 +6,9 @@ the submission holds as live HTML: a student's ``display(HTML('<script>...'))``,
 SVG and widget outputs, and raw HTML or ``javascript:`` links in markdown would all run in the
 instructor's browser when the page is opened. This module makes the page inert and self-contained:
 
-- :class:`RedactHiddenTests` shortens a test cell's tracebacks to their last line (hidden test
-  code is never shown);
+- :class:`RedactHiddenTests` removes the hidden test block from the test cells, and only from
+  them (a student's cell that holds the markers is text like any other), and shortens a test
+  cell's tracebacks to their last line (hidden test code is never shown);
 - :class:`SanitizeOutputs` keeps only inert output data (text, checked PNG/JPEG), drops output
   metadata, widget state and markdown attachments;
 - :class:`StatusInTestCells` replaces a test cell's error with the gradebook's words for it
@@ -40,12 +41,12 @@ from pathlib import Path
 import nbgrader
 from nbconvert.preprocessors import CSSHTMLHeaderPreprocessor, Preprocessor
 from nbformat import NotebookNode
-from nbgrader.preprocessors import ClearHiddenTests, GetGrades
+from nbgrader.preprocessors import GetGrades
 from traitlets import Bool
 
 from course_lib.grading.inert import INERT_MIME_TYPES, SanitizeOutputs
 from course_lib.grading.submission import error_outputs
-from course_lib.grading.verdict import is_test_cell
+from course_lib.grading.verdict import HIDDEN_BEGIN, HIDDEN_END, is_test_cell
 
 MATHJAX_FOLDER = "_mathjax"
 """The folder, directly under ``feedback/``, that :func:`install_mathjax` fills."""
@@ -80,15 +81,31 @@ NBGRADER_BOOTSTRAP_CSS_DIR = _NBGRADER_FORMGRADER / "static/node_modules/bootstr
 
 class RedactHiddenTests(Preprocessor):
     """For feedback: hidden test code leaves the test cells, and tracebacks shrink to their last
-    line, so students learn what failed without seeing the hidden tests."""
+    line, so students learn what failed without seeing the hidden tests. Only test cells are
+    touched: a student's text that happens to hold the markers stays as the student wrote it
+    (nbgrader's own ``ClearHiddenTests`` reads every cell and fails the page on such text)."""
 
     enabled = Bool(True)
 
     def preprocess_cell(self, cell, resources, index):
         if is_test_cell(cell):
+            cell.source = without_hidden_tests(cell.source)
             for output in error_outputs(cell):
                 output["traceback"] = [f"{output.get('ename')}: {output.get('evalue')}"]
         return cell, resources
+
+
+def without_hidden_tests(source: str) -> str:
+    """``source`` without its hidden test blocks (an unclosed block runs to the end)."""
+    kept, hiding = [], False
+    for line in str(source).splitlines(keepends=True):
+        if line.strip() == HIDDEN_BEGIN:
+            hiding = True
+        elif hiding and line.strip() == HIDDEN_END:
+            hiding = False
+        elif not hiding:
+            kept.append(line)
+    return "".join(kept).rstrip("\n")
 
 
 def status_line(grade) -> str | None:
@@ -217,7 +234,7 @@ def install_mathjax(feedback_root: Path) -> Path:
 # ---------------------------------------------------------------------------------------------
 # Configuration
 
-FEEDBACK_PREPROCESSORS = [GetGrades, ClearHiddenTests, RedactHiddenTests, SanitizeOutputs,
+FEEDBACK_PREPROCESSORS = [GetGrades, RedactHiddenTests, SanitizeOutputs,
                           StatusInTestCells, CSSHTMLHeaderPreprocessor]
 
 
@@ -226,7 +243,6 @@ def configure_feedback(config) -> None:
     offline pages: the preprocessors above, our template, MathJax by relative URL, and
     :func:`safe_markdown_html` for all markdown."""
     config.GenerateFeedback.preprocessors = list(FEEDBACK_PREPROCESSORS)
-    config.ClearHiddenTests.enforce_metadata = False
     exporter = config.HTMLExporter
     exporter.template_name = TEMPLATE_NAME
     exporter.template_file = TEMPLATE_FILE

@@ -55,6 +55,7 @@ from course_lib.grading.config import (
 from course_lib.grading.feedback import configure_feedback
 from course_lib.grading.gradebook import GradeRow, summary, write_outputs
 from course_lib.grading.hidden import HiddenTestError, key_file_for, load_or_create_key
+from course_lib.grading.runs import find_run, latest_run, new_run, runs_file_for
 from course_lib.grading.sandbox import SandboxedExecute, sandbox_available
 from course_lib.grading.unit import exercises_of, failure_text, grade_one
 from course_lib.grading.verdict import load_reference
@@ -65,7 +66,7 @@ from course_lib.paths import COURSE_ROOT
 
 
 def grading_config(workspace: Path, timeout: int, memory_gb: float, unsafe: bool,
-                   kernel_threads: int, key: str):
+                   kernel_threads: int, key: str, nonce: str):
     config = nbgrader_config(workspace, db_path=workspace / "gradebook.db")
     config.CourseDirectory.source_directory = "source"
     config.CourseDirectory.release_directory = "release"
@@ -79,6 +80,7 @@ def grading_config(workspace: Path, timeout: int, memory_gb: float, unsafe: bool
     config.SandboxedExecute.threads = kernel_threads
     config.SandboxedExecute.source_root = str(workspace / "source")
     config.SandboxedExecute.key = key
+    config.SandboxedExecute.nonce = nonce
     config.SandboxedExecute.verdict_root = str(workspace / "verdicts")
     config.SandboxedExecute.files_root = str(workspace / "files")
     configure_feedback(config)
@@ -122,14 +124,17 @@ def available_cpus() -> int:
 
 def grade(submissions: Path, out: Path, *, root: Path = COURSE_ROOT,
           timeout: int = DEFAULT_CELL_TIMEOUT_S, memory_gb: float = DEFAULT_MEMORY_GB,
-          unsafe: bool = False, workers: int = 1, key_file: Path | None = None) -> list[GradeRow]:
+          unsafe: bool = False, workers: int = 1, key_file: Path | None = None,
+          replay: str | None = None) -> list[GradeRow]:
     """Grade every submission under ``submissions``; write ``out`` and ``feedback/`` beside it.
 
     ``workers`` processes grade (student, lesson) folders side by side, each in its own nbgrader
     workspace, and each kernel gets ``cpus // workers`` threads, so parallel grading never
     oversubscribes the machine. The rows and files are the same for any number of workers.
     The hidden tests' inputs come from the key in ``key_file`` (default: ``<out>.key`` beside
-    the gradebook, made on first use). Whatever one submission does, the batch finishes and
+    the gradebook, made on first use) and a nonce drawn for this run, recorded beside the
+    gradebook (:mod:`course_lib.grading.runs`); ``replay`` names an earlier run whose nonce is
+    used again, to repeat it exactly. Whatever one submission does, the batch finishes and
     writes its gradebook: a failure is that submission's rows and reason.
     """
     submissions, out = Path(submissions).resolve(), Path(out).resolve()
@@ -153,13 +158,16 @@ def grade(submissions: Path, out: Path, *, root: Path = COURSE_ROOT,
         raise GradingError(f"no exercise sources under {root / SOURCE_DIRECTORY}")
     ensure_environment_on_path()
     key = load_or_create_key(key_file)
+    runs_file = runs_file_for(out)
+    run = find_run(runs_file, replay) if replay else new_run(runs_file)
 
     units, unlisted = grading_units(submissions)
     workers = max(1, min(workers, len(units)))
     with tempfile.TemporaryDirectory(prefix="course-grade-") as scratch:
         settings = GraderSettings(root=root, scratch=Path(scratch), timeout=timeout,
                                   memory_gb=memory_gb, unsafe=unsafe,
-                                  kernel_threads=max(1, available_cpus() // workers), key=key)
+                                  kernel_threads=max(1, available_cpus() // workers), key=key,
+                                  nonce=run.nonce)
         rows_by_unit = grade_units(units, settings, workers)
         rows = unlisted + [row for unit_rows in rows_by_unit for row in unit_rows]
         write_outputs(rows, out, settings.feedback_stage)
@@ -218,6 +226,7 @@ class GraderSettings:
     unsafe: bool
     kernel_threads: int
     key: str  # hex; never leaves the grading processes
+    nonce: str  # hex; this run's, recorded beside the gradebook
 
     @property
     def feedback_stage(self) -> Path:
@@ -231,7 +240,8 @@ class LessonGrader:
         self.settings = settings
         self.workspace = Path(tempfile.mkdtemp(prefix="workspace-", dir=settings.scratch))
         config = grading_config(self.workspace, settings.timeout, settings.memory_gb,
-                                settings.unsafe, settings.kernel_threads, settings.key)
+                                settings.unsafe, settings.kernel_threads, settings.key,
+                                settings.nonce)
         self.api = NbGraderAPI(coursedir=CourseDirectory(config=config), config=config)
         self.expected = {
             lesson: {nb.stem: exercises_of(nb) for nb in source_notebooks(lesson, settings.root)}
@@ -292,9 +302,14 @@ def grade_cli(args) -> int:
     if args.unsafe and not sandbox_available():
         print("course grade: WARNING: no sandbox (bubblewrap) here; running submissions "
               "unisolated because --unsafe was given")
-    rows = grade(Path(args.submissions), Path(args.out), timeout=timeout, memory_gb=memory_gb,
-                 unsafe=args.unsafe, workers=args.workers, key_file=args.key)
+    out = Path(args.out)
+    rows = grade(Path(args.submissions), out, timeout=timeout, memory_gb=memory_gb,
+                 unsafe=args.unsafe, workers=args.workers, key_file=args.key,
+                 replay=args.replay)
+    run = latest_run(runs_file_for(out.resolve())) if not args.replay else None
     print(f"graded {len({(r.student, r.lesson) for r in rows})} submission(s); "
-          f"gradebook: {args.out}; feedback: {Path(args.out).parent / 'feedback'}")
+          f"gradebook: {args.out}; feedback: {out.parent / 'feedback'}")
+    print(f"run {args.replay} replayed" if args.replay else
+          f"run {run.run_id} (repeat it exactly with --replay {run.run_id})")
     print(summary(rows))
     return 0

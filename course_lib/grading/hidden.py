@@ -332,7 +332,9 @@ def results_file(folder: Path, grade_id: str) -> Path:
 
 
 def _observe_for_grader(test: HiddenTest, folder: Path) -> None:
-    """In the sandboxed kernel: read the grader's inputs, observe, write the data back.
+    """In the sandboxed kernel: read the grader's inputs, observe, write the data back. The
+    runner put the inputs file there as this test cell started, and takes the results file the
+    moment the cell ends (:class:`course_lib.grading.runner.Sealer`).
 
     Nothing here can raise into the test cell: a failure simply leaves no results, which the
     grader scores as zero.
@@ -373,7 +375,8 @@ def load_or_create_key(path: Path) -> str:
     """The hex key in ``path``; a new random one (readable by its owner only) if it is absent.
 
     The hidden tests' inputs are drawn from it: keep it with the gradebook and out of students'
-    reach; a regrade with the same key draws the same inputs.
+    reach. The inputs of a run come from it and the run's nonce
+    (:mod:`course_lib.grading.runs`).
     """
     if not path.exists():
         path.parent.mkdir(parents=True, exist_ok=True)

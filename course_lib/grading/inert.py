@@ -5,6 +5,11 @@
   widget state and markdown attachments;
 - :func:`safe_markdown_html` renders markdown with raw HTML escaped, then keeps only a strict
   allow-list of tags, with no attribute but an ``http(s)`` or relative ``a href``.
+
+Rendering markdown can take time that grows faster than the text (some inputs, such as many
+unclosed ``\\begin{...}``, are quadratic), so a page renders at most
+:data:`MARKDOWN_CELL_CHARACTERS` of one cell and :data:`MARKDOWN_PAGE_CHARACTERS` in all;
+past that, a cell is shown as escaped plain text, in time linear in its size.
 """
 
 from __future__ import annotations
@@ -19,6 +24,13 @@ from nbconvert.filters.markdown_mistune import IPythonRenderer, MarkdownWithMath
 from nbconvert.preprocessors import Preprocessor
 from nbformat import NotebookNode
 from traitlets import Bool
+
+MARKDOWN_CELL_CHARACTERS = 10_000
+MARKDOWN_PAGE_CHARACTERS = 100_000
+PLAIN_TEXT_MARK = "\x00course-plain-text\x00"
+"""Put before a markdown cell's text by :class:`SanitizeOutputs` when the page's budget is spent:
+:func:`safe_markdown_html` then shows that cell as plain text (a student who writes the mark
+only gets plain text, the safe direction)."""
 
 INERT_MIME_TYPES = ("image/png", "image/jpeg", "text/plain")
 """The only output data a feedback page shows, in display priority order."""
@@ -121,6 +133,7 @@ class SanitizeOutputs(Preprocessor):
 
     def preprocess(self, nb, resources):
         nb.metadata.pop("widgets", None)
+        self.rendered = 0  # markdown characters the page renders so far
         return super().preprocess(nb, resources)
 
     def preprocess_cell(self, cell, resources, index):
@@ -128,6 +141,12 @@ class SanitizeOutputs(Preprocessor):
             cell.outputs = [sanitize_output(o) for o in cell.get("outputs", [])]
         elif cell.cell_type == "markdown":
             drop_attachments(cell)
+            size = len(cell.source)
+            if size > MARKDOWN_CELL_CHARACTERS or \
+                    self.rendered + size > MARKDOWN_PAGE_CHARACTERS:
+                cell.source = PLAIN_TEXT_MARK + cell.source
+            else:
+                self.rendered += size
         elif cell.cell_type == "raw":
             for key in ("raw_mimetype", "format"):
                 cell.metadata.pop(key, None)
@@ -170,6 +189,11 @@ def clean_markdown_html(fragment: str) -> str:
 
 def safe_markdown_html(source) -> str:
     """Markdown (with ``$...$`` math kept for MathJax) as inert HTML: raw HTML shows as text,
-    ``javascript:`` and other non-http(s) links lose their href, images their source."""
-    rendered = MarkdownWithMath(renderer=_SafeRenderer()).render(_text(source))
+    ``javascript:`` and other non-http(s) links lose their href, images their source. Text
+    marked by :class:`SanitizeOutputs`, or longer than :data:`MARKDOWN_CELL_CHARACTERS`, is
+    shown as plain text instead, in time linear in its size."""
+    text = _text(source)
+    if text.startswith(PLAIN_TEXT_MARK) or len(text) > MARKDOWN_CELL_CHARACTERS:
+        return "<pre>" + html.escape(text.removeprefix(PLAIN_TEXT_MARK)) + "</pre>\n"
+    rendered = MarkdownWithMath(renderer=_SafeRenderer()).render(text)
     return clean_markdown_html(rendered)

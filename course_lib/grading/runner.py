@@ -1,7 +1,15 @@
 """Executes one notebook inside the grading sandbox: ``python -I -m course_lib.grading.runner``.
 
-Protocol: the notebook (JSON) arrives on stdin; one JSON object leaves on the original stdout:
-``{"notebook": ..., "error": str | null, "results": {grade_id: base64 bytes}}``.
+Protocol: one JSON object arrives on stdin, ``{"notebook": JSON text, "tests": {cell id:
+{"grade_id": str, "inputs": base64 bytes}}}``; one JSON object leaves on the original stdout:
+``{"notebook": ..., "error": str | null, "results": {grade_id: base64 bytes}, "tampering":
+[str]}``.
+
+Observations are sealed as they are made (:class:`Sealer`): each test cell's inputs file appears
+only while that cell runs, and its observation is taken from the results folder the moment the
+cell ends, before the next cell starts; nothing a later cell does can change it. An observation
+found at any other moment (before its test cell, after it, from another cell, or after the last
+cell) is reported as tampering.
 
 The runner is the grader's agent inside the sandbox, so the submission must not reach it:
 
@@ -16,8 +24,8 @@ The runner is the grader's agent inside the sandbox, so the submission must not 
 - it copies the staged submission (read-only) into the writable folder, then starts the kernel
   from a fixed kernel spec (``-I``, the working folder not on ``sys.path``, IPython and Jupyter
   settings from fresh folders of its own), whatever the notebook's metadata names;
-- when the cells have run it ends every other process of the sandbox and only then collects the
-  hidden tests' results files (regular files, bounded sizes, no links followed).
+- when the cells have run it ends every other process of the sandbox and only then looks at
+  the results folder a last time (regular files, bounded sizes, no links followed).
 
 Cells run with nbgrader's ``Execute`` (per-cell timeout, errors recorded, execution continues);
 if the kernel dies, every cell that did not run gets an error output, so it can never count as
@@ -67,20 +75,19 @@ def mark_unexecuted(nb, reason: str) -> None:
 
 
 def prepare_folder(source: Path, workdir: Path) -> dict[str, str]:
-    """Copy the staged submission into ``workdir``; make the runner's own folders fresh.
+    """Copy the staged submission into ``workdir``; make the runner's own folders fresh
+    (whatever the submission shipped under those names is removed).
 
     Returns the environment the kernel gets for its settings.
     """
     if source != workdir:
         shutil.copytree(source, workdir, symlinks=True, dirs_exist_ok=True)
     grader = workdir / GRADER_FOLDER
-    for path in (grader, workdir / GRADING_FOLDER / "results"):
-        if path.is_symlink() or path.is_file():
-            path.unlink()
-        elif path.exists():
-            shutil.rmtree(path)
+    for path in (grader, workdir / GRADING_FOLDER):
+        _remove(path)
     folders = {name: grader / name for name in ("ipython", "config", "data", "mpl")}
-    for folder in [*folders.values(), workdir / GRADING_FOLDER / "results"]:
+    for folder in [*folders.values(), workdir / GRADING_FOLDER / "inputs",
+                   workdir / GRADING_FOLDER / "results"]:
         folder.mkdir(parents=True)
     for sub in ("tmp", "runtime"):
         path = workdir / sub
@@ -90,6 +97,104 @@ def prepare_folder(source: Path, workdir: Path) -> dict[str, str]:
     return {"IPYTHONDIR": str(folders["ipython"]), "JUPYTER_CONFIG_DIR": str(folders["config"]),
             "JUPYTER_DATA_DIR": str(folders["data"]), "MPLCONFIGDIR": str(folders["mpl"]),
             "JUPYTER_PATH": "", "JUPYTER_CONFIG_PATH": ""}
+
+
+def _remove(path: Path) -> None:
+    if path.is_symlink() or path.is_file():
+        path.unlink()
+    elif path.exists():
+        shutil.rmtree(path)
+
+
+class Sealer:
+    """Hands each test cell its inputs as it starts and seals its observation as it ends.
+
+    ``tests`` maps a test cell's id to ``(grade_id, inputs bytes)``. :meth:`before` and
+    :meth:`after` run around every cell; :meth:`finish` once the kernel is gone. Whatever is in
+    the results folder at those moments is taken out of it; only the file of the test cell that
+    just ended, the first time, is sealed (:attr:`sealed`); anything else is noted in
+    :attr:`tampering`.
+    """
+
+    def __init__(self, folder: Path, tests: dict[str, tuple[str, bytes]]):
+        self.folder, self.tests = folder, tests
+        self.sealed: dict[str, bytes] = {}
+        self.tampering: list[str] = []
+        self.running: str | None = None  # the grade_id of the test cell running now
+        self.total = 0
+
+    def before(self, cell, index: int) -> None:
+        self._unexpected(self._take(), f"before cell {index + 1} ran")
+        test = self.tests.get(cell.get("id"))
+        if test is not None:
+            grade_id, inputs = test
+            self.running = grade_id
+            _write_fresh(self.folder / "inputs" / f"{grade_id}.pt", inputs)
+
+    def after(self, cell, index: int) -> None:
+        found = self._take()
+        if self.running is not None:
+            self._seal(found, self.running)
+            _remove(self.folder / "inputs" / f"{self.running}.pt")
+            self.running = None
+        self._unexpected(found, f"from cell {index + 1}, which is not its test cell")
+
+    def finish(self) -> None:
+        found = self._take()
+        if self.running is not None:  # the run broke off in a test cell: it is still its own
+            self._seal(found, self.running)
+            self.running = None
+        self._unexpected(found, "after the last cell ran")
+
+    def _seal(self, found: dict[str, bytes | None], grade_id: str) -> None:
+        data = found.pop(f"{grade_id}.pt", None)
+        if data is None:
+            return
+        if grade_id in self.sealed:
+            self.tampering.append(f"a second observation of {grade_id} arrived")
+        else:
+            self.sealed[grade_id] = data
+
+    def _unexpected(self, found: dict[str, bytes | None], when: str) -> None:
+        for name in sorted(found):
+            self.tampering.append(f"an observation ({name[:60]!r}) arrived {when}")
+
+    def _take(self) -> dict[str, bytes | None]:
+        """Empty the results folder: {name: bytes, or None for what is not a plain file of
+        bounded size}. A results folder that is no longer a plain folder is made anew."""
+        folder = self.folder / "results"
+        if folder.is_symlink() or not folder.is_dir():
+            _remove(folder)
+            folder.mkdir(parents=True)
+            return {"(the results folder itself)": None}
+        found = {}
+        with os.scandir(folder) as entries:
+            for entry in entries:
+                found[entry.name] = self._read(Path(entry.path))
+                _remove(Path(entry.path))
+        return found
+
+    def _read(self, path: Path) -> bytes | None:
+        try:
+            handle = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+        except OSError:
+            return None
+        with os.fdopen(handle, "rb") as file:
+            info = os.fstat(file.fileno())
+            if not stat.S_ISREG(info.st_mode) or info.st_size > RESULT_FILE_BYTES \
+                    or self.total + info.st_size > RESULTS_TOTAL_BYTES:
+                return None
+            data = file.read(RESULT_FILE_BYTES + 1)[:RESULT_FILE_BYTES]
+        self.total += len(data)
+        return data
+
+
+def _write_fresh(path: Path, data: bytes) -> None:
+    """Write ``path`` anew, replacing whatever the kernel left there."""
+    _remove(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(path, "wb") as file:
+        file.write(data)
 
 
 def kernel_manager_class():
@@ -111,7 +216,7 @@ def kernel_manager_class():
     return GradingKernelManager
 
 
-def execute(nb, cell_timeout: int, workdir: Path):
+def execute(nb, cell_timeout: int, workdir: Path, sealer: Sealer | None = None):
     import nbformat
     from nbconvert.preprocessors import CoalesceStreamsPreprocessor
     from nbgrader.preprocessors import Execute, LimitOutput
@@ -125,8 +230,12 @@ def execute(nb, cell_timeout: int, workdir: Path):
 
         def on_cell_execute(self, **kwargs):
             self.running = kwargs["cell_index"]
+            if sealer is not None:
+                sealer.before(kwargs["cell"], kwargs["cell_index"])
 
         def on_cell_executed(self, **kwargs):
+            if sealer is not None:
+                sealer.after(kwargs["cell"], kwargs["cell_index"])
             super().on_cell_executed(**kwargs)
             self.running = None
 
@@ -166,31 +275,6 @@ def end_other_processes() -> None:
                 break
 
 
-def collect_results(workdir: Path, grade_ids: list[str]) -> dict[str, str]:
-    """Each exercise's results file as base64, read without following links, size-capped."""
-    results, total = {}, 0
-    folder = workdir / GRADING_FOLDER / "results"
-    for grade_id in grade_ids:
-        try:
-            handle = os.open(folder / f"{grade_id}.pt", os.O_RDONLY | os.O_NOFOLLOW)
-        except OSError:
-            continue
-        with os.fdopen(handle, "rb") as file:
-            info = os.fstat(file.fileno())
-            if not stat.S_ISREG(info.st_mode) or info.st_size > RESULT_FILE_BYTES \
-                    or total + info.st_size > RESULTS_TOTAL_BYTES:
-                continue
-            data = file.read(RESULT_FILE_BYTES + 1)[:RESULT_FILE_BYTES]
-        total += len(data)
-        results[grade_id] = base64.b64encode(data).decode("ascii")
-    return results
-
-
-def expected_grade_ids(workdir: Path) -> list[str]:
-    inputs = workdir / GRADING_FOLDER / "inputs"
-    return sorted(p.stem for p in inputs.glob("*.pt")) if inputs.is_dir() else []
-
-
 def main() -> int:
     become_unreachable()
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
@@ -207,18 +291,27 @@ def main() -> int:
 
     import nbformat
 
-    nb = nbformat.reads(sys.stdin.buffer.read().decode("utf-8"), as_version=4)
+    request = json.loads(sys.stdin.buffer.read().decode("utf-8"))
+    nb = nbformat.reads(request["notebook"], as_version=4)
+    tests = {str(cell_id): (str(test["grade_id"]), base64.b64decode(test["inputs"]))
+             for cell_id, test in dict(request.get("tests") or {}).items()}
     workdir = args.workdir
+    sealer = Sealer(workdir / GRADING_FOLDER, tests)
     try:
         os.environ.update(prepare_folder(args.source, workdir))
         os.chdir(workdir)
-        nb, error = execute(nb, args.timeout, workdir)
+        nb, error = execute(nb, args.timeout, workdir, sealer)
     except Exception as failure:  # anything else: report, never hang
         error = f"{type(failure).__name__}: {failure}"
         mark_unexecuted(nb, error[:200])
     end_other_processes()
-    results = collect_results(workdir, expected_grade_ids(workdir))
-    json.dump({"notebook": nb, "error": error, "results": results}, result)
+    try:
+        sealer.finish()
+    except OSError as failure:
+        sealer.tampering.append(f"the results folder could not be read ({failure.strerror})")
+    results = {g: base64.b64encode(data).decode("ascii") for g, data in sealer.sealed.items()}
+    json.dump({"notebook": nb, "error": error, "results": results,
+               "tampering": sealer.tampering[:20]}, result)
     result.close()
     return 0
 

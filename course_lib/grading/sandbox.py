@@ -127,12 +127,14 @@ def failed_notebook(nb, reason: str):
 
 @dataclass
 class Returned:
-    """What came back from one sandbox run: the executed notebook, each exercise's results
-    file (bytes, unparsed), and whether the memory budget killed a process."""
+    """What came back from one sandbox run: the executed notebook, each exercise's sealed
+    observation (bytes, unparsed), what the runner saw arrive out of turn, and whether the
+    memory budget killed a process."""
 
     notebook: nbformat.NotebookNode
     results: dict[str, bytes] = field(default_factory=dict)
     out_of_memory: bool = False
+    tampering: list[str] = field(default_factory=list)
 
 
 @dataclass
@@ -200,10 +202,14 @@ def _kill(process: subprocess.Popen) -> None:
         pass
 
 
-def execute_isolated(nb, staged: Path, *, cell_timeout: int = DEFAULT_CELL_TIMEOUT_S,
+def execute_isolated(nb, staged: Path, *, tests: dict[str, tuple[str, bytes]] | None = None,
+                     cell_timeout: int = DEFAULT_CELL_TIMEOUT_S,
                      memory_gb: float = DEFAULT_MEMORY_GB, unsafe: bool = False,
                      threads: int | None = None, deadline: float | None = None) -> Returned:
     """Execute ``nb`` on a copy of the ``staged`` folder; return what came back.
+
+    ``tests`` maps each test cell's id to its (grade_id, inputs file bytes): the runner hands
+    the inputs to that cell alone, as it starts, and seals its observation as it ends.
 
     With bwrap, the notebook runs in the sandbox; without it, only if ``unsafe`` (a plain
     subprocess with the same limits, in a scratch copy of ``staged``). The notebook never lands
@@ -228,9 +234,12 @@ def execute_isolated(nb, staged: Path, *, cell_timeout: int = DEFAULT_CELL_TIMEO
             home, source, prefix = str(Path(scratch) / "submission"), str(staged), []
         runner = [sys.executable, "-I", "-m", "course_lib.grading.runner",
                   "--timeout", str(cell_timeout), "--source", source, "--workdir", home]
+        request = {"notebook": nbformat.writes(nb), "tests": {
+            cell_id: {"grade_id": grade_id, "inputs": base64.b64encode(data).decode("ascii")}
+            for cell_id, (grade_id, data) in (tests or {}).items()}}
         with budgets.confinement(budget) as group:
             finished = run_bounded(
-                prefix + runner, nbformat.writes(nb).encode("utf-8"), timeout=deadline,
+                prefix + runner, json.dumps(request).encode("utf-8"), timeout=deadline,
                 max_stdout=MAX_ANSWER_BYTES, cwd=scratch,
                 env=sandbox_environment(home, threads),
                 preexec_fn=lambda: budgets.limit_process(budget, group))
@@ -253,6 +262,7 @@ def read_answer(nb, finished: Finished, deadline: float, out_of_memory: bool) ->
         executed = nbformat.from_dict(answer["notebook"])
         results = {str(k): base64.b64decode(v, validate=True)
                    for k, v in dict(answer.get("results") or {}).items()}
+        tampering = [str(t)[:300] for t in list(answer.get("tampering") or [])[:20]]
     except (ValueError, KeyError, TypeError, UnicodeDecodeError, AttributeError):
         reason = (finished.stderr.decode("utf-8", "replace").strip().splitlines()
                   or ["no output"])[-1]
@@ -261,7 +271,7 @@ def read_answer(nb, finished: Finished, deadline: float, out_of_memory: bool) ->
         return Returned(failed_notebook(nb, f"the grading sandbox failed (exit "
                                             f"{finished.returncode}): {reason[:300]}"),
                         out_of_memory=out_of_memory)
-    return Returned(executed, results, out_of_memory)
+    return Returned(executed, results, out_of_memory, tampering)
 
 
 class SandboxedExecute(NbGraderPreprocessor):
@@ -278,6 +288,8 @@ class SandboxedExecute(NbGraderPreprocessor):
                           ).tag(config=True)
     key = Unicode(help="the secret key (hex) the hidden tests' inputs are drawn from"
                   ).tag(config=True)
+    nonce = Unicode(help="this run's nonce (hex), mixed into the key: fresh inputs every run"
+                    ).tag(config=True)
     verdict_root = Unicode(help="where each notebook's verdicts and flags are written"
                            ).tag(config=True)
     files_root = Unicode(help="the staged files of each submission, by student and lesson"
@@ -289,14 +301,15 @@ class SandboxedExecute(NbGraderPreprocessor):
         source = Path(self.source_root) / lesson / f"{notebook}.ipynb"
         deadline = budgets.source_deadline(source, self.timeout)
 
-        def execute(notebook_to_run, staged):
-            return execute_isolated(notebook_to_run, staged, cell_timeout=self.timeout,
+        def execute(notebook_to_run, staged, tests):
+            return execute_isolated(notebook_to_run, staged, tests=tests,
+                                    cell_timeout=self.timeout,
                                     memory_gb=self.memory_gb, unsafe=self.unsafe,
                                     threads=self.threads, deadline=deadline)
 
         staged = Path(self.files_root) / student / lesson  # stage_files made it; inputs join it
         staged.mkdir(parents=True, exist_ok=True)
         executed, verdicts = grade_notebook(nb, staged, source=source, key=bytes.fromhex(self.key),
-                                            names=names, execute=execute)
+                                            nonce=self.nonce, names=names, execute=execute)
         write_verdicts(Path(self.verdict_root) / student / lesson / f"{notebook}.json", verdicts)
         return executed, resources

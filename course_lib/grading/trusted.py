@@ -1,13 +1,16 @@
 """One notebook graded with trusted verdicts: inputs in, observations out, judged here.
 
 :func:`grade_notebook` is the step between nbgrader restoring a submission's test cells and
-nbgrader scoring them. It writes each exercise's secret inputs into the staged folder, sends the
-notebook into the sandbox, and trusts nothing of what comes back but observations:
+nbgrader scoring them. It decides which cells are the test cells from the grader's source
+notebook (their text), draws each exercise's inputs from the key and this run's nonce, sends the
+notebook and the inputs into the sandbox (where the runner hands each test cell its inputs as it
+starts and seals its observation as it ends), and trusts nothing of what comes back but
+observations:
 
 - the returned cells are matched to the grader's own copy of what it sent, by cell id (ids the
   grader gave them); only their outputs are copied back, so sources, metadata and points are
-  the grader's. Missing, extra or altered cells mark the notebook tampered: every exercise of
-  it fails, flagged;
+  the grader's. Missing, extra or altered cells, or an observation that arrived out of its test
+  cell's turn, mark the notebook tampered: every exercise of it fails, flagged;
 - each exercise's results file is parsed here (:func:`course_lib.grading.verdict.parse_results`)
   and judged against the solution's observations (:func:`course_lib.grading.verdict.judge`);
 - each test cell's outputs are rewritten so that nbgrader's scoring (an error output means
@@ -19,8 +22,8 @@ notebook into the sandbox, and trusts nothing of what comes back but observation
 from __future__ import annotations
 
 import copy
+import io
 import json
-import shutil
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -28,16 +31,12 @@ from pathlib import Path
 import nbformat
 import torch
 
-from course_lib.grading import hidden
-from course_lib.grading.runner import GRADING_FOLDER
-from course_lib.grading.static_check import static_flags
+from course_lib.grading.static_check import cell_roles, static_flags
 from course_lib.grading.verdict import (
-    Reference,
     UnusableResults,
     Verdict,
     draw_inputs,
     expected_records,
-    is_test_cell,
     judge,
     load_reference,
     parse_results,
@@ -47,24 +46,32 @@ from course_lib.grading.verdict import (
 OUTPUT_TYPES = ("stream", "display_data", "execute_result", "error")
 
 
-def grade_notebook(nb, staged: Path, *, source: Path, key: bytes, names: tuple[str, str, str],
-                   execute: Callable) -> tuple[nbformat.NotebookNode, NotebookVerdicts]:
-    """Run ``nb`` with ``execute(nb, staged)`` and judge it against the source notebook.
+def grade_notebook(nb, staged: Path, *, source: Path, key: bytes, nonce: str,
+                   names: tuple[str, str, str], execute: Callable
+                   ) -> tuple[nbformat.NotebookNode, NotebookVerdicts]:
+    """Run ``nb`` with ``execute(nb, staged, tests)`` and judge it against the source notebook.
 
-    ``execute`` returns a :class:`course_lib.grading.sandbox.Returned`. ``names`` = (student,
-    lesson, notebook) seeds the inputs together with ``key``.
+    ``execute`` returns a :class:`course_lib.grading.sandbox.Returned`; ``tests`` maps each test
+    cell's id to (grade_id, inputs bytes). ``names`` = (student, lesson, notebook) seeds the
+    inputs together with ``key`` and ``nonce``.
     """
     reference = load_reference(source)
-    folder = fresh_folder(Path(staged) / GRADING_FOLDER)
-    inputs = write_inputs(reference, folder, key, names)
+    source_nb = nbformat.read(source, as_version=4)
     sent = with_grader_ids(nb)
-    returned = execute(sent, staged)
+    test_cells = {sent.cells[role.index]["id"]: role.test
+                  for role in cell_roles(sent, source_nb)
+                  if role.test in reference.tests}
+    inputs = {grade_id: draw_inputs(test, seed_for(key, nonce, *names, grade_id))
+              for grade_id, test in reference.tests.items()}
+    returned = execute(sent, staged, {
+        cell_id: (grade_id, inputs_bytes(inputs[grade_id], reference.functions[grade_id]))
+        for cell_id, grade_id in test_cells.items()})
     executed, tampering = merge_outputs(sent, returned.notebook)
+    tampering = "; ".join(filter(None, [tampering, *returned.tampering[:3]]))
     verdicts = NotebookVerdicts(out_of_memory=returned.out_of_memory, tampered=tampering)
     for cell in executed.cells:
-        grade_id = cell.metadata.get("nbgrader", {}).get("grade_id")
-        if not is_test_cell(cell) or grade_id not in reference.tests \
-                or grade_id in verdicts.exercises:
+        grade_id = test_cells.get(cell.get("id"))
+        if grade_id is None or grade_id in verdicts.exercises:
             continue
         test = reference.tests[grade_id]
         expected = expected_records(test, inputs[grade_id])
@@ -81,34 +88,19 @@ def grade_notebook(nb, staged: Path, *, source: Path, key: bytes, names: tuple[s
             verdict.flags += [f"called {name} while graded" for name in called
                               if isinstance(name, str)
                               and set(name.split(" or ")) <= set(test.reimplements)]
-        found = static_flags(nb, grade_id, test.reimplements)
+        found = static_flags(nb, grade_id, test.reimplements, source_nb=source_nb)
         verdict.flags = found.flags + verdict.flags
         verdict.withheld = found.withheld
         verdicts.exercises[grade_id] = verdict
-    apply_verdicts(executed, verdicts.exercises)
+    apply_verdicts(executed, verdicts.exercises, test_cells)
     return executed, verdicts
 
 
-def fresh_folder(folder: Path) -> Path:
-    """An empty ``folder`` with ``inputs/`` and ``results/``, whatever the submission put there."""
-    if folder.is_symlink() or folder.is_file():
-        folder.unlink()
-    elif folder.exists():
-        shutil.rmtree(folder)
-    (folder / "inputs").mkdir(parents=True)
-    (folder / "results").mkdir()
-    return folder
-
-
-def write_inputs(reference: Reference, folder: Path, key: bytes,
-                 names: tuple[str, str, str]) -> dict:
-    """Draw and write every exercise's inputs; returns them by grade_id."""
-    inputs = {}
-    for grade_id, test in reference.tests.items():
-        inputs[grade_id] = draw_inputs(test, seed_for(key, *names, grade_id))
-        torch.save({"inputs": inputs[grade_id], "functions": list(reference.functions[grade_id])},
-                   hidden.inputs_file(folder, grade_id))
-    return inputs
+def inputs_bytes(inputs, functions: tuple[str, ...]) -> bytes:
+    """The inputs file a test cell reads: its inputs and the functions whose calls are noted."""
+    buffer = io.BytesIO()
+    torch.save({"inputs": inputs, "functions": list(functions)}, buffer)
+    return buffer.getvalue()
 
 
 # ---------------------------------------------------------------------------------------------
@@ -179,11 +171,12 @@ class NotebookVerdicts:
     tampered: str = ""
 
 
-def apply_verdicts(nb, verdicts: dict[str, Verdict]) -> None:
-    """Make each judged test cell's outputs say its verdict (see the module docstring)."""
+def apply_verdicts(nb, verdicts: dict[str, Verdict], test_cells: dict[str, str]) -> None:
+    """Make each judged test cell's outputs say its verdict (see the module docstring);
+    ``test_cells`` maps the test cells' ids to their grade_ids."""
     for cell in nb.cells:
-        verdict = verdicts.get(cell.metadata.get("nbgrader", {}).get("grade_id"))
-        if verdict is None or not is_test_cell(cell):
+        verdict = verdicts.get(test_cells.get(cell.get("id")))
+        if verdict is None:
             continue
         outputs = [o for o in cell.get("outputs", []) if o.get("output_type") != "execute_result"]
         if verdict.passed:

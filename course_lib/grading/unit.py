@@ -10,13 +10,18 @@ be graded gets a page of its rows all the same.
 
 from __future__ import annotations
 
+import contextlib
+import dataclasses
 import shutil
+import signal
+import threading
 from dataclasses import dataclass
 from pathlib import Path
 
 import nbformat
 from nbgrader.api import Gradebook, MissingEntry
 
+from course_lib.grading.budget import feedback_deadline
 from course_lib.grading.feedback import placeholder_page
 from course_lib.grading.gradebook import GradeRow
 from course_lib.grading.submission import (
@@ -100,11 +105,12 @@ def grade_one(api, workspace, student, lesson_dir, expected, feedback_stage, tim
             rows_by_notebook[notebook] = collect_rows(
                 workspace, student, lesson, notebook, expected[lesson][notebook], failure,
                 timeout, memory_gb)
+        problem = failure
         if not failure:
             for notebook in usable:
                 annotate_for_feedback(workspace, student, lesson, notebook,
                                       rows_by_notebook[notebook])
-            api.generate_feedback(lesson, student, force=True)
+            problem = make_feedback(api, workspace, lesson, student, usable)
             produced = workspace / "feedback" / student / lesson
             for notebook in usable:
                 page = produced / f"{notebook}.html"
@@ -115,9 +121,57 @@ def grade_one(api, workspace, student, lesson_dir, expected, feedback_stage, tim
         for notebook in usable:
             page = feedback_stage / student / lesson / f"{notebook}.html"
             if not page.is_file():
+                if not failure:  # the gradebook says what the student will not see
+                    note = f"; no feedback page could be made ({problem or 'no page came out'})"
+                    rows_by_notebook[notebook] = [
+                        dataclasses.replace(row, status=row.status + note)
+                        for row in rows_by_notebook[notebook]]
                 write_placeholder(feedback_stage, student, lesson, notebook,
                                   rows_by_notebook[notebook])
     return [row for notebook in expected[lesson] for row in rows_by_notebook[notebook]]
+
+
+class FeedbackTimeout(Exception):
+    """The feedback step ran past its time budget."""
+
+
+def make_feedback(api, workspace: Path, lesson: str, student: str, notebooks) -> str:
+    """Run nbgrader's feedback step for one unit within its budget (the sum of each notebook's
+    :func:`course_lib.grading.budget.feedback_deadline`); '' or what went wrong."""
+    seconds = sum(feedback_deadline(workspace / "source" / lesson / f"{nb}.ipynb")
+                  for nb in notebooks)
+    try:
+        with time_limit(seconds):
+            result = api.generate_feedback(lesson, student, force=True)
+    except FeedbackTimeout:
+        return f"it took longer than its {seconds} s budget"
+    if isinstance(result, dict) and not result.get("success", True):
+        text = str(result.get("error") or result.get("log") or "")
+        if "FeedbackTimeout" in text:
+            return f"it took longer than its {seconds} s budget"
+        return f"nbgrader: {failure_text(result)}"
+    return ""
+
+
+@contextlib.contextmanager
+def time_limit(seconds: float):
+    """Raise :class:`FeedbackTimeout` in this thread after ``seconds``. Only the main thread
+    can be interrupted (each grading worker grades there); elsewhere the block runs unlimited."""
+    if threading.current_thread() is not threading.main_thread() \
+            or not hasattr(signal, "setitimer"):
+        yield
+        return
+
+    def expire(signum, frame):
+        raise FeedbackTimeout(f"past {seconds} s")
+
+    previous = signal.signal(signal.SIGALRM, expire)
+    signal.setitimer(signal.ITIMER_REAL, seconds)
+    try:
+        yield
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, previous)
 
 
 def collect_rows(workspace, student, lesson, notebook, exercises, failure, timeout,

@@ -2,11 +2,13 @@
 
 For each exercise the grader
 
-1. draws the inputs from a generator seeded by a secret key (:func:`seed_for`): a student can
-   neither read nor predict them, and a regrade with the same key draws the same ones;
-2. writes them, as plain data, where the sandboxed kernel finds them;
-3. after the notebook ran, reads back the kernel's observations (safely: a regular file of
-   bounded size, ``torch.load(weights_only=True)``, then checked item by item);
+1. draws the inputs from a generator seeded by a secret key and the run's nonce
+   (:func:`seed_for`): a student can neither read nor predict them, a new run draws new ones,
+   and a replay of a run (the same nonce) draws the same ones;
+2. hands them, as plain data, to the sandbox, where the runner gives them to the test cell
+   alone, as it starts;
+3. reads back the observation the runner sealed as the test cell ended (safely: bounded size,
+   ``torch.load(weights_only=True)``, then checked item by item);
 4. makes the same observations itself with the instructor's solution (:class:`Reference`,
    built by running the source notebook in this process) and compares (:func:`compare`);
 5. looks at the student's code for calls into what the exercise re-implements
@@ -122,7 +124,8 @@ def build_reference(nb, label: str = "notebook") -> Reference:
 
 
 def seed_for(key: bytes, *parts: str) -> int:
-    """A 63-bit seed from the secret key and the (student, lesson, notebook, exercise) names."""
+    """A 63-bit seed from the secret key and ``parts``: the run's nonce and the (student,
+    lesson, notebook, exercise) names."""
     digest = hmac.new(key, "\0".join(parts).encode("utf-8"), hashlib.sha256).digest()
     return int.from_bytes(digest[:8], "big") >> 1
 
