@@ -209,6 +209,41 @@ def masked_mean(values, mask):
 ''']),
     "captures output with %%capture": (EX4, [CAUSAL, "%%capture shown\nprint(causal_mask(3))\n"]),
     "asks for help with ?": (EX1, [SOFTMAX, "torch.exp?\n"]),
+    "keeps a private dataclass field": (EX3, [MEAN, '''from dataclasses import dataclass, field
+
+
+@dataclass
+class Cache:
+    _values: list = field(default_factory=list)
+
+
+cache = Cache()
+cache._values.append(masked_mean(torch.ones(1, 2), torch.ones(1, 2).bool()))
+''']),
+    "shows code with IPython.display": (EX2, [DOT, "from IPython.display import Code, display\n"
+                                                   "display(Code('q @ k.transpose(1, 2)'))\n"]),
+    "star-imports torch.nn.functional": (EX2, ["from torch.nn.functional import *\n" + DOT]),
+    "keeps its function in an attribute named softmax": (EX1, [SOFTMAX + '''
+
+class Head:
+    def __init__(self):
+        self.softmax = stable_softmax
+
+    def __call__(self, scores):
+        return self.softmax(scores)
+''']),
+    "uses torch.softmax in a later exercise": (EX4, [CAUSAL, "weights = torch.softmax("
+                                                             "torch.randn(2, 3), dim=-1)\n"]),
+    "times with timeit and a lambda": (EX2, [DOT, "import timeit\nprint(timeit.timeit(lambda: "
+                                                  "dot_scores(torch.ones(1, 2, 3), "
+                                                  "torch.ones(1, 2, 3)), number=3))\n"]),
+    "inspects its own objects": (EX4, [CAUSAL, '''class Probe:
+    def __init__(self):
+        self.size = 3
+
+
+print(Probe().__dict__, Probe.__mro__, type(causal_mask(2)).__mro__)
+''']),
     "names a course function in a string": (EX3, [
         MEAN, 'print("compare with course_lib.nn.attention.masked_softmax")\n']),
     "displays a table with IPython.display": (EX3, [MEAN, '''from IPython.display import display
@@ -295,7 +330,7 @@ _reference = _holder[0].sys.modules["torch"].softmax
     "a function's globals": (EX1, ['_b = (lambda: 0).__globals__["__builtins__"]\n' + SOFTMAX],
                              "__globals__"),
     "every class through __subclasses__": (EX1, ['_all = ().__class__.__base__.__subclasses__()\n'
-                                                 + SOFTMAX], "__base__"),
+                                                 + SOFTMAX], "__subclasses__"),
     "a traceback's frame": (EX1, ['''try:
     1 / 0
 except ZeroDivisionError as error:
@@ -342,6 +377,95 @@ _f = torch.load(io.BytesIO(b""), weights_only=False) if False else None
         "import torch.nn.functional as G\n_f = G._in_projection\n" + SOFTMAX],
         "G._in_projection: a private torch name"),
     "from torch import _C": (EX1, ["from torch import _C\n" + SOFTMAX], "_C"),
+    # Found by reading the check as an attacker would.
+    "an attribute read by a match pattern": (EX1, [
+        "match torch:\n    case object(sys=_s):\n        pass\n" + SOFTMAX], "sys=...): sys"),
+    "a function's globals read by a match pattern": (EX1, [
+        "match (lambda: 0):\n    case object(__globals__=_g):\n        pass\n" + SOFTMAX],
+        "__globals__"),
+    "getattr rebound in a parameter's name": (EX1, [
+        "def _h(getattr=None):\n    pass\n\n\n_r = getattr(torch, 'soft' + 'max')\n" + SOFTMAX],
+        "getattr() with a name computed at run time"),
+    "eval rebound by a loop": (EX1, [
+        "for eval in ():\n    pass\n_r = eval('torch.soft' + 'max')\n" + SOFTMAX],
+        "builtins.eval"),
+    "getattr rebound then deleted": (EX1, [
+        "getattr = None\ndel getattr\n_r = getattr(torch, 'soft' + 'max')\n" + SOFTMAX],
+        "with a name computed at run time"),
+    "string.Formatter reads attributes by name": (EX1, [
+        "import string\n_r = string.Formatter().get_field('0.soft' + 'max', [torch], {})[0]\n"
+        + SOFTMAX], "string.Formatter"),
+    "typing.get_type_hints evaluates text": (EX1, [
+        "import typing\n\n\ndef _h(x: \"__import__('sys')\"):\n    pass\n\n\n"
+        "_r = typing.get_type_hints(_h)['x']\n" + SOFTMAX], "typing.get_type_hints"),
+    "timeit runs text": (EX1, [
+        "import timeit\n_o = []\ntimeit.timeit(\"_o.append(__import__('sys'))\", number=1, "
+        "globals={'_o': _o})\n" + SOFTMAX], "given code as text"),
+    "doctest runs docstrings": (EX1, ["import doctest\n" + SOFTMAX], "the module doctest"),
+    "pandas.eval": (EX1, [
+        "import pandas as pd\n_r = pd.eval('t.softmax', local_dict={'t': torch}, "
+        "engine='python')\n" + SOFTMAX], "pandas.eval"),
+    "pydoc.locate": (EX1, ["import pydoc\n_r = pydoc.locate('s' + 'ys')\n" + SOFTMAX],
+                     "the module pydoc"),
+    "unittest.mock imports by name": (EX1, [
+        "from unittest import mock\n_r = mock.patch('torch.soft' + 'max')\n" + SOFTMAX],
+        "unittest.mock"),
+    "cProfile switches the monitor": (EX1, [
+        "import cProfile\n_p = cProfile.Profile()\n_p.enable()\n_p.disable()\n" + SOFTMAX],
+        "the module cProfile"),
+    "torch.profiler switches the monitor": (EX1, [
+        "with torch.profiler.profile(with_stack=True):\n    pass\n" + SOFTMAX], "torch.profiler"),
+    "%prun switches the monitor": (EX1, [SOFTMAX, "%prun -q stable_softmax(torch.ones(3))\n"],
+                                   "runs the magic %prun"),
+    "torch.jit compiles text": (EX1, [
+        "_cu = torch.jit.CompilationUnit('def f(x):\\n    return x\\n')\n" + SOFTMAX],
+        "torch.jit"),
+    "torch.hub runs a hubconf": (EX1, [
+        "_r = torch.hub.load('.', 'grab', source='local') if False else None\n" + SOFTMAX],
+        "torch.hub"),
+    "pandas.read_pickle": (EX1, [
+        "import pandas as pd\n_r = pd.read_pickle('x.pkl') if False else None\n" + SOFTMAX],
+        "pandas.read_pickle"),
+    "torch.load with spread arguments": (EX1, [
+        "import io\n_r = torch.load(io.BytesIO(b''), **{'weights_only': False}) if False else "
+        "None\n" + SOFTMAX], "its arguments cannot be read"),
+    "torch.load passed to partial": (EX1, [
+        "import functools\n_l = functools.partial(torch.load, weights_only=False)\n" + SOFTMAX],
+        "passed as a value"),
+    "numpy.load with allow_pickle by position": (EX1, [
+        "import numpy as np\n_r = np.load('x.npy', None, True) if False else None\n" + SOFTMAX],
+        "allow_pickle given by position"),
+    "a shell through torch.utils.collect_env": (EX1, [
+        "from torch.utils.collect_env import run\n" + SOFTMAX], "torch.utils.collect_env"),
+    "a module rebound by a loop": (EX1, [
+        "import math as _m\nfor _m in [torch]:\n    pass\n_r = _m.sys\n" + SOFTMAX],
+        "_m.sys may be the module sys"),
+    "modules swapped in one assignment": (EX1, [
+        "import math\n_a = torch\n_b = math\n_a, _b = _b, _a\n_r = _b._C\n" + SOFTMAX],
+        "_b._C: a private torch name"),
+    "a module rebound by a with": (EX1, [
+        "import contextlib\nimport math as _m\nwith contextlib.nullcontext(torch) as _m:\n"
+        "    pass\n_r = _m.sys\n" + SOFTMAX], "may be the module sys"),
+    "a function named like a private torch name": (EX1, [
+        "def _softmax(x):\n    return x\n\n\n_r = [torch][0]._softmax\n" + SOFTMAX],
+        "may be _softmax, a private torch name"),
+    "a private torch module on an unknown object": (EX1, [
+        "_r = [torch][0].utils._pytree\n" + SOFTMAX], "_pytree"),
+    "a frame through logging": (EX1, ["import logging\n_r = logging.currentframe()\n" + SOFTMAX],
+                                "logging.currentframe"),
+    "a thread through logging.handlers": (EX1, ["import logging.handlers\n" + SOFTMAX],
+                                          "logging.handlers"),
+    "code run when copied": (EX1, [
+        "class _P:\n    def __reduce__(self):\n        return (print, ('x',))\n\n\n" + SOFTMAX],
+        "defines __reduce__"),
+    "frames through traceback.walk_stack": (EX1, [
+        "import traceback\n_r = next(traceback.walk_stack(None))[0]\n" + SOFTMAX],
+        "traceback.walk_stack"),
+    "singledispatch evaluates a text annotation": (EX1, [
+        "import functools\n\n\n@functools.singledispatch\ndef _f(x):\n    pass\n" + SOFTMAX],
+        "functools.singledispatch"),
+    "an annotation evaluated when its def runs": (EX1, [
+        "def _h(x: torch.sys.modules):\n    pass\n\n\n" + SOFTMAX], "torch.sys: sys"),
 }
 """Each evasion is held on its exercise; 'a capability in an earlier exercise' holds the later
 exercises too (tests check EX4 for it)."""

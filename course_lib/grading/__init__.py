@@ -7,7 +7,8 @@
 - :mod:`sandbox`, :mod:`runner` and :mod:`kernel`: execute a submission isolated with
   bubblewrap, each observation sealed as its test cell ends; :mod:`budget`: its memory,
   processes, disk and time; :mod:`runs`: each run's nonce, for fresh inputs and replays.
-- :mod:`static_check`: the capabilities the student's code reaches, read without running it.
+- :mod:`static_check` and :mod:`capabilities`: what the student's code reaches (capabilities,
+  by any path) and visible uses of the reference, read without running it.
 - :mod:`hidden`: the hidden-test format (inputs, observations); the part that runs in a kernel.
 - :mod:`verdict` and :mod:`trusted`: the grader's side: secret inputs, the solution's results,
   comparisons, flags; nothing the submission's kernel does decides a verdict.
