@@ -27,7 +27,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-import nbformat
+from course_lib.grading.config import read_source_notebook
 
 CGROUP_ROOT = Path("/sys/fs/cgroup")
 MAX_PROCESSES = 64  # kernel, runner, a few workers of a math library; a fork bomb stops here
@@ -52,7 +52,7 @@ def notebook_deadline(source_nb, cell_timeout: int) -> int:
 
 
 def source_deadline(source: Path, cell_timeout: int) -> int:
-    return notebook_deadline(nbformat.read(source, as_version=4), cell_timeout)
+    return notebook_deadline(read_source_notebook(source), cell_timeout)
 
 
 FEEDBACK_SECONDS_PER_CELL = 2
@@ -63,7 +63,7 @@ def feedback_deadline(source: Path) -> int:
     """Seconds the feedback page of one notebook may take to make, counted like the notebook's
     deadline: from the cells of the *source* notebook, whatever the submission adds (a page
     takes a second or two; its markdown and outputs are bounded, :mod:`.inert`)."""
-    cells = len(nbformat.read(source, as_version=4).cells)
+    cells = len(read_source_notebook(source).cells)
     return cells * FEEDBACK_SECONDS_PER_CELL + FEEDBACK_MARGIN_S
 
 

@@ -8,10 +8,12 @@ agree with ``course assign`` and ``course grade``.
 
 from __future__ import annotations
 
+import functools
 import os
 import sys
 from pathlib import Path
 
+import nbformat
 from traitlets.config import Config
 
 from course_lib.paths import COURSE_ROOT
@@ -62,3 +64,15 @@ def ensure_environment_on_path() -> None:
 
 class GradingError(RuntimeError):
     """The batch cannot be graded at all (bad arguments, no sandbox); never one submission."""
+
+
+def read_source_notebook(path: Path) -> nbformat.NotebookNode:
+    """A source notebook of the grader's, read once per file version in this process (the
+    reference, the deadlines and the static check all read it). Callers must not change it."""
+    path = Path(path).resolve()
+    return _read_source(str(path), path.stat().st_mtime)
+
+
+@functools.lru_cache(maxsize=64)
+def _read_source(path: str, mtime: float) -> nbformat.NotebookNode:
+    return nbformat.read(path, as_version=4)

@@ -46,6 +46,7 @@ from typing import Any
 import torch
 
 from course_lib.grading.config import GradingError
+from course_lib.grading.runner import inputs_file, results_file
 
 GRADING_DIR_VARIABLE = "COURSE_GRADING_DIR"
 MAX_ELEMENTS = 2_000_000  # per observation: results are small by design
@@ -321,14 +322,6 @@ def resolve(dotted: str) -> Any:
 
 # ---------------------------------------------------------------------------------------------
 # The three contexts
-
-
-def inputs_file(folder: Path, grade_id: str) -> Path:
-    return folder / "inputs" / f"{grade_id}.pt"
-
-
-def results_file(folder: Path, grade_id: str) -> Path:
-    return folder / "results" / f"{grade_id}.pt"
 
 
 def _observe_for_grader(test: HiddenTest, folder: Path) -> None:

@@ -50,6 +50,16 @@ GRADING_FOLDER = ".grading"  # the hidden tests' inputs/ and results/; COURSE_GR
 GRADER_FOLDER = ".grader"  # the kernel's IPython and Jupyter settings, made fresh by the runner
 
 
+def inputs_file(folder: Path, grade_id: str) -> Path:
+    """Where, in the grading folder, a test cell finds its inputs while it runs."""
+    return folder / "inputs" / f"{grade_id}.pt"
+
+
+def results_file(folder: Path, grade_id: str) -> Path:
+    """Where, in the grading folder, a test cell leaves its observation."""
+    return folder / "results" / f"{grade_id}.pt"
+
+
 def become_unreachable() -> None:
     """Non-dumpable (``/proc/<pid>`` closed to same-user processes without CAP_SYS_PTRACE),
     deaf to the signals a submission could send."""
@@ -86,8 +96,9 @@ def prepare_folder(source: Path, workdir: Path) -> dict[str, str]:
     for path in (grader, workdir / GRADING_FOLDER):
         _remove(path)
     folders = {name: grader / name for name in ("ipython", "config", "data", "mpl")}
-    for folder in [*folders.values(), workdir / GRADING_FOLDER / "inputs",
-                   workdir / GRADING_FOLDER / "results"]:
+    grading = workdir / GRADING_FOLDER
+    for folder in [*folders.values(), inputs_file(grading, "").parent,
+                   results_file(grading, "").parent]:
         folder.mkdir(parents=True)
     for sub in ("tmp", "runtime"):
         path = workdir / sub
@@ -129,13 +140,13 @@ class Sealer:
         if test is not None:
             grade_id, inputs = test
             self.running = grade_id
-            _write_fresh(self.folder / "inputs" / f"{grade_id}.pt", inputs)
+            _write_fresh(inputs_file(self.folder, grade_id), inputs)
 
     def after(self, cell, index: int) -> None:
         found = self._take()
         if self.running is not None:
             self._seal(found, self.running)
-            _remove(self.folder / "inputs" / f"{self.running}.pt")
+            _remove(inputs_file(self.folder, self.running))
             self.running = None
         self._unexpected(found, f"from cell {index + 1}, which is not its test cell")
 
@@ -147,7 +158,7 @@ class Sealer:
         self._unexpected(found, "after the last cell ran")
 
     def _seal(self, found: dict[str, bytes | None], grade_id: str) -> None:
-        data = found.pop(f"{grade_id}.pt", None)
+        data = found.pop(results_file(self.folder, grade_id).name, None)
         if data is None:
             return
         if grade_id in self.sealed:
@@ -162,7 +173,7 @@ class Sealer:
     def _take(self) -> dict[str, bytes | None]:
         """Empty the results folder: {name: bytes, or None for what is not a plain file of
         bounded size}. A results folder that is no longer a plain folder is made anew."""
-        folder = self.folder / "results"
+        folder = results_file(self.folder, "").parent
         if folder.is_symlink() or not folder.is_dir():
             _remove(folder)
             folder.mkdir(parents=True)

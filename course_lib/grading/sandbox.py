@@ -307,7 +307,7 @@ class SandboxedExecute(NbGraderPreprocessor):
                                     memory_gb=self.memory_gb, unsafe=self.unsafe,
                                     threads=self.threads, deadline=deadline)
 
-        staged = Path(self.files_root) / student / lesson  # stage_files made it; inputs join it
+        staged = Path(self.files_root) / student / lesson  # stage_files made it
         staged.mkdir(parents=True, exist_ok=True)
         executed, verdicts = grade_notebook(nb, staged, source=source, key=bytes.fromhex(self.key),
                                             nonce=self.nonce, names=names, execute=execute)

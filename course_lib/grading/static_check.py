@@ -160,7 +160,8 @@ class CellFindings:
     unparsed: str = ""
 
 
-def read_notebook(nb, source_nb, reimplements: tuple[str, ...] = ()) -> list[CellFindings]:
+def read_notebook(nb, roles: list[CellRole], reimplements: tuple[str, ...] = ()
+                  ) -> list[CellFindings]:
     """Read every code cell of ``nb`` in order; report the student's. A use of what
     ``reimplements`` names is found by any name bound to the same object
     (:func:`course_lib.grading.hidden.reference_aliases`) and by identity."""
@@ -168,7 +169,7 @@ def read_notebook(nb, source_nb, reimplements: tuple[str, ...] = ()) -> list[Cel
     reader = Reader(hidden.reference_aliases(reimplements),
                     tuple(t for t in targets if t is not None), read_code=read_magic_code)
     found = []
-    for role in cell_roles(nb, source_nb):
+    for role in roles:
         tree, problem = parse_cell(nb.cells[role.index].source)
         reader.held, reader.flags, reader.course_imports = [], [], []
         if tree is not None:
@@ -180,27 +181,38 @@ def read_notebook(nb, source_nb, reimplements: tuple[str, ...] = ()) -> list[Cel
     return found
 
 
-def static_flags(nb, grade_id: str, reimplements: tuple[str, ...], source_nb=None
-                 ) -> StaticFindings:
-    """What in the student's code deserves the instructor's eye for exercise ``grade_id``.
+def notebook_findings(nb, source_nb, reimplements: dict[str, tuple[str, ...]]
+                      ) -> dict[str, StaticFindings]:
+    """What in the student's code deserves the instructor's eye, for each exercise: a
+    grade_id of ``reimplements`` (mapped to what that exercise re-implements) gets its findings.
 
-    ``source_nb`` is the grader's source notebook (default: ``nb`` itself, for a notebook
-    whose cells carry the source's metadata, such as a solution). Held: a capability in a
-    student cell before this exercise's test cell. Flagged: a use of what the exercise
-    re-implements before its test cell, an import from ``course_lib`` or a cell that does not
-    parse in the exercise's own cells, and a capability or a cell that does not parse after the
-    last test cell.
+    Held: a capability in a student cell before the exercise's test cell. Flagged: a use of
+    what the exercise re-implements before its test cell, an import from ``course_lib`` or a
+    cell that does not parse in the exercise's own cells, and a capability or a cell that does
+    not parse after the last test cell. The notebook is read once for each distinct
+    ``reimplements`` (the reference uses are all that differ).
     """
-    source_nb = source_nb if source_nb is not None else _as_source(nb)
     roles = cell_roles(nb, source_nb)
     positions = {role.test: role.index for role in roles if role.test}
-    if grade_id not in positions:
-        return StaticFindings()
+    reads: dict[tuple[str, ...], list[CellFindings]] = {}
+    found = {}
+    for grade_id, targets in reimplements.items():
+        if grade_id not in positions:
+            found[grade_id] = StaticFindings()
+            continue
+        if tuple(targets) not in reads:
+            reads[tuple(targets)] = read_notebook(nb, roles, tuple(targets))
+        found[grade_id] = _exercise_findings(reads[tuple(targets)], positions, grade_id)
+    return found
+
+
+def _exercise_findings(cells: list[CellFindings], positions: dict[str, int],
+                       grade_id: str) -> StaticFindings:
     here = positions[grade_id]
     before = max((p for p in positions.values() if p < here), default=-1)
     last = max(positions.values())
     found = StaticFindings()
-    for cell in read_notebook(nb, source_nb, tuple(reimplements)):
+    for cell in cells:
         index = cell.role.index
         where = f"cell {index + 1}"
         if index < here:
@@ -215,6 +227,15 @@ def static_flags(nb, grade_id: str, reimplements: tuple[str, ...], source_nb=Non
             found.flags += [f"after the last test cell ({where}): {text}; it could not change a "
                             f"sealed observation" for text in cell.held]
     return StaticFindings(list(dict.fromkeys(found.flags)), list(dict.fromkeys(found.withheld)))
+
+
+def static_flags(nb, grade_id: str, reimplements: tuple[str, ...], source_nb=None
+                 ) -> StaticFindings:
+    """:func:`notebook_findings` for one exercise. ``source_nb`` is the grader's source notebook
+    (default: ``nb`` itself, for a notebook whose cells carry the source's metadata, such as a
+    solution)."""
+    source_nb = source_nb if source_nb is not None else _as_source(nb)
+    return notebook_findings(nb, source_nb, {grade_id: tuple(reimplements)})[grade_id]
 
 
 def _as_source(nb):

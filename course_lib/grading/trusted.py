@@ -31,7 +31,8 @@ from pathlib import Path
 import nbformat
 import torch
 
-from course_lib.grading.static_check import cell_roles, static_flags
+from course_lib.grading.config import read_source_notebook
+from course_lib.grading.static_check import cell_roles, notebook_findings
 from course_lib.grading.verdict import (
     UnusableResults,
     Verdict,
@@ -56,7 +57,7 @@ def grade_notebook(nb, staged: Path, *, source: Path, key: bytes, nonce: str,
     inputs together with ``key`` and ``nonce``.
     """
     reference = load_reference(source)
-    source_nb = nbformat.read(source, as_version=4)
+    source_nb = read_source_notebook(source)
     sent = with_grader_ids(nb)
     test_cells = {sent.cells[role.index]["id"]: role.test
                   for role in cell_roles(sent, source_nb)
@@ -69,6 +70,8 @@ def grade_notebook(nb, staged: Path, *, source: Path, key: bytes, nonce: str,
     executed, tampering = merge_outputs(sent, returned.notebook)
     tampering = "; ".join(filter(None, [tampering, *returned.tampering[:3]]))
     verdicts = NotebookVerdicts(out_of_memory=returned.out_of_memory, tampered=tampering)
+    static = notebook_findings(nb, source_nb, {grade_id: test.reimplements
+                                               for grade_id, test in reference.tests.items()})
     for cell in executed.cells:
         grade_id = test_cells.get(cell.get("id"))
         if grade_id is None or grade_id in verdicts.exercises:
@@ -88,9 +91,8 @@ def grade_notebook(nb, staged: Path, *, source: Path, key: bytes, nonce: str,
             verdict.flags += [f"called {name} while graded" for name in called
                               if isinstance(name, str)
                               and set(name.split(" or ")) <= set(test.reimplements)]
-        found = static_flags(nb, grade_id, test.reimplements, source_nb=source_nb)
-        verdict.flags = found.flags + verdict.flags
-        verdict.withheld = found.withheld
+        verdict.flags = static[grade_id].flags + verdict.flags
+        verdict.withheld = static[grade_id].withheld
         verdicts.exercises[grade_id] = verdict
     apply_verdicts(executed, verdicts.exercises, test_cells)
     return executed, verdicts

@@ -140,16 +140,16 @@ def make_feedback(api, workspace: Path, lesson: str, student: str, notebooks) ->
     :func:`course_lib.grading.budget.feedback_deadline`); '' or what went wrong."""
     seconds = sum(feedback_deadline(workspace / "source" / lesson / f"{nb}.ipynb")
                   for nb in notebooks)
+    too_long = f"it took longer than its {seconds} s budget"
     try:
         with time_limit(seconds):
             result = api.generate_feedback(lesson, student, force=True)
     except FeedbackTimeout:
-        return f"it took longer than its {seconds} s budget"
+        return too_long
     if isinstance(result, dict) and not result.get("success", True):
+        # nbgrader's API catches what its converters raise, the timeout included
         text = str(result.get("error") or result.get("log") or "")
-        if "FeedbackTimeout" in text:
-            return f"it took longer than its {seconds} s budget"
-        return f"nbgrader: {failure_text(result)}"
+        return too_long if FeedbackTimeout.__name__ in text else f"nbgrader: {failure_text(result)}"
     return ""
 
 

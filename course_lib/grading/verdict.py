@@ -34,10 +34,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import nbformat
 import torch
 
 from course_lib.grading import hidden
+from course_lib.grading.config import read_source_notebook
 from course_lib.grading.hidden import HiddenTest, HiddenTestError
 
 MAX_RESULT_BYTES = 32 * 2**20
@@ -81,7 +81,7 @@ def load_reference(source: Path) -> Reference:
     source = Path(source).resolve()
     key = (str(source), source.stat().st_mtime)
     if key not in _cache:
-        _cache[key] = build_reference(nbformat.read(source, as_version=4), source.name)
+        _cache[key] = build_reference(read_source_notebook(source), source.name)
     return _cache[key]
 
 
