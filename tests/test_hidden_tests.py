@@ -166,3 +166,17 @@ def _bound(node) -> list[str]:
         return [n.id for n in ast.walk(node) if isinstance(n, ast.Name)
                 and isinstance(n.ctx, ast.Store)]
     return []
+
+
+def test_the_kernel_side_of_grading_imports_no_notebook_machinery():
+    # Every graded test cell imports these in the grading kernel: what they import is paid per
+    # notebook (nbformat alone once added over a second to each).
+    import subprocess
+    import sys
+
+    probe = ("import sys, course_lib.grading.hidden, course_lib.grading.checks\n"
+             "print(sorted(m for m in ('nbformat', 'nbclient', 'nbgrader', 'nbconvert') "
+             "if m in sys.modules))")
+    done = subprocess.run([sys.executable, "-I", "-c", probe], capture_output=True, text=True,
+                          timeout=120, check=True)
+    assert done.stdout.strip() == "[]", done.stdout

@@ -13,7 +13,6 @@ import os
 import sys
 from pathlib import Path
 
-import nbformat
 from traitlets.config import Config
 
 from course_lib.paths import COURSE_ROOT
@@ -66,13 +65,17 @@ class GradingError(RuntimeError):
     """The batch cannot be graded at all (bad arguments, no sandbox); never one submission."""
 
 
-def read_source_notebook(path: Path) -> nbformat.NotebookNode:
+def read_source_notebook(path: Path):
     """A source notebook of the grader's, read once per file version in this process (the
-    reference, the deadlines and the static check all read it). Callers must not change it."""
+    reference, the deadlines and the static check all read it). Callers must not change it.
+    nbformat is imported here, not with this module: the grading kernel imports this module
+    (through the hidden tests), and nbformat is slow to import."""
     path = Path(path).resolve()
     return _read_source(str(path), path.stat().st_mtime)
 
 
 @functools.lru_cache(maxsize=64)
-def _read_source(path: str, mtime: float) -> nbformat.NotebookNode:
+def _read_source(path: str, mtime: float):
+    import nbformat
+
     return nbformat.read(path, as_version=4)
