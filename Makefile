@@ -1,6 +1,7 @@
 # The course's entry points. Two commands are all a learner needs:
 #   make lab    set up .venv if needed, then start JupyterLab on the course, open at lesson 00
 #   make test   set up .venv if needed, then lint and run the whole test suite
+#   make test-quick   the tests that need no notebook, browser, sandbox or end-to-end run
 # and one for the measured results:
 #   make reproduce   retrain every experiment for SEEDS (default 0-4), regenerate docs/results.md
 # and two for reading and teaching without a kernel:
@@ -20,7 +21,12 @@ LAB_OPTIONS ?=
 # Jupyter refuses to run as root (containers, CI) unless told to.
 ALLOW_ROOT := $(if $(filter 0,$(shell id -u)),--allow-root)
 # Notebooks under test run in the fast profile (tiny sizes); `make test-full` runs what a learner runs.
+# `make test` runs the lessons through tests/test_lessons_run.py (executed once, as the site
+# executes them, and reused by the site the browser tests build) and the solutions with nbval.
 NOTEBOOK_DIRS := notebooks solutions
+TEST_NOTEBOOK_DIRS := solutions
+# What `make test-quick` leaves out (the markers are applied in tests/conftest.py).
+QUICK := not (notebook or browser or sandbox or e2e or slow)
 PYTEST_NOTEBOOKS := --nbval-lax --nbval-current-env
 # A cell of the fast profile takes seconds, so one still running after FAST_CELL_TIMEOUT has hung
 # (a kernel that stopped answering): the test fails then, naming the notebook and the cell. The
@@ -28,15 +34,16 @@ PYTEST_NOTEBOOKS := --nbval-lax --nbval-current-env
 FAST_CELL_TIMEOUT ?= 180
 FULL_CELL_TIMEOUT ?= 3600
 # One pytest worker per core; a test file or notebook stays on one worker, in order (loadscope),
-# and tests/conftest.py gives each worker its share of the cores' threads. PYTEST_PARALLEL= runs
+# handed out in the order tests/conftest.py sorts them (longest first), and tests/conftest.py
+# gives each worker its share of the cores' threads. PYTEST_PARALLEL= runs
 # everything in one process.
-PYTEST_PARALLEL ?= -n auto --dist loadscope
+PYTEST_PARALLEL ?= -n auto --dist loadscope --no-loadscope-reorder
 
 SEEDS ?= 0-4
 # The profile `make site` and `make slides` run the lessons in: full (what a learner runs) or fast.
 PROFILE ?= full
 
-.PHONY: lab test setup test-full check exercises clean-notebooks clean reproduce site slides
+.PHONY: lab test test-quick setup test-full check exercises clean-notebooks clean reproduce site slides
 
 setup:
 	@COURSE_VENV=$(VENV) $(PYTHON) tools/bootstrap.py
@@ -49,8 +56,13 @@ lab: setup
 
 test: setup
 	$(BIN)/ruff check .
-	COURSE_PROFILE=fast $(BIN)/python -m pytest $(PYTEST_PARALLEL) tests $(NOTEBOOK_DIRS) \
+	COURSE_PROFILE=fast $(BIN)/python -m pytest $(PYTEST_PARALLEL) tests $(TEST_NOTEBOOK_DIRS) \
 		$(PYTEST_NOTEBOOKS) --nbval-cell-timeout=$(FAST_CELL_TIMEOUT) --durations=15 -rs
+
+test-quick: setup
+	$(BIN)/ruff check .
+	COURSE_PROFILE=fast $(BIN)/python -m pytest $(PYTEST_PARALLEL) tests -m "$(QUICK)" \
+		--durations=10 -q
 
 test-full: setup
 	COURSE_PROFILE=full $(BIN)/python -m pytest tests -m slow

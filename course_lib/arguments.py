@@ -13,7 +13,9 @@ from __future__ import annotations
 import math
 import numbers
 import operator
-from collections.abc import Mapping, Sequence
+import reprlib
+from collections.abc import Iterable, Mapping, Sequence
+from typing import TypeVar
 
 import torch
 
@@ -156,6 +158,32 @@ def check_int(name: str, value: object, *, minimum: int | None = None,
             wanted = f"an int in [{'-inf' if minimum is None else minimum}, {maximum}]"
         raise ValueError(f"{name} must be {wanted}, got {number}")
     return number
+
+
+Choice = TypeVar("Choice")
+_SHORT = reprlib.Repr()
+_SHORT.maxstring, _SHORT.maxother = 60, 60
+
+
+def _same_choice(value: object, option: object) -> bool:
+    """``value`` is ``option``, or equal to it and of its type (a bool never stands for 1)."""
+    return value is option or (isinstance(value, type(option)) and value == option
+                               and isinstance(value, bool) == isinstance(option, bool))
+
+
+def check_choice(name: str, value: Choice, choices: Iterable) -> Choice:
+    """``value`` is one of ``choices`` (a tuple, a list, a set or a dict's keys), compared by
+    type and equality, so that a value of another type (``True`` for ``1``, a tensor, a list)
+    never matches. Returns it."""
+    options = tuple(sorted(choices, key=repr) if isinstance(choices, (set, frozenset))
+                    else choices)
+    if any(_same_choice(value, option) for option in options):
+        return value
+    kinds = {type(option) for option in options}
+    got = _SHORT.repr(value)
+    if value is not None and type(value) not in kinds:
+        got += f" ({type(value).__name__})"
+    raise ValueError(f"{name} must be one of {options}, got {got}")
 
 
 def check_positive_int(name: str, value: object) -> int:
@@ -342,3 +370,22 @@ def check_mask(name: str, mask: object, scores_shape: Sequence[int], *, what: st
                          f"must equal the {scores}' or be 1")
     if device is not None:
         check_device(name, mask, device, f"{scores} is")
+
+
+def check_qkv(query: object, key: object, value: object, mask: object = None) -> None:
+    """The inputs of ``softmax(Q Kᵀ / √d_k) V``: floating-point ``query`` (..., T, d_k), ``key``
+    (..., S, d_k) and ``value`` (..., S, d_v) on one device, of one dtype and with the same
+    leading dimensions, and ``mask`` None or a torch.bool (..., T, S) mask (:func:`check_mask`:
+    each dimension equal to the scores' or 1) on their device."""
+    for name, x in (("query", query), ("key", key), ("value", value)):
+        check_tensor(name, x, dtype=FLOATING)
+    check_same_device(query=query, key=key, value=value)
+    check_same_dtype(query=query, key=key, value=value)
+    if query.dim() < 2 or key.dim() != query.dim() or value.dim() != query.dim() \
+            or query.shape[-1] != key.shape[-1] or key.shape[-2] != value.shape[-2] \
+            or query.shape[:-2] != key.shape[:-2] or key.shape[:-2] != value.shape[:-2]:
+        raise ValueError(f"expected query (..., T, d_k), key (..., S, d_k) and value "
+                         f"(..., S, d_v) with the same leading dimensions, got query "
+                         f"{shape_of(query)}, key {shape_of(key)} and value {shape_of(value)}")
+    check_mask("mask", mask, (*query.shape[:-1], key.shape[-2]), what="(..., T, S)",
+               device=query.device)

@@ -23,7 +23,7 @@ from course_lib.experiments.bottleneck import bottleneck_config
 from course_lib.experiments.captioning import CaptioningSettings
 from course_lib.experiments.transformer import TransformerSettings
 from course_lib.models.attention_seq2seq import AttentionSeq2SeqConfig
-from course_lib.models.pointer import HardAttentionConfig
+from course_lib.models.pointer import PointerConfig
 from course_lib.models.seq2seq import Seq2SeqConfig
 
 WIDE = 12_340  # a size of five digits (even, as a bidirectional encoder needs)
@@ -39,7 +39,7 @@ def lesson_diagrams():
     yield "03-per-step", context_per_step_diagram(none)
     yield "04-bahdanau", bahdanau_diagram(bottleneck_config("bahdanau"))
     yield "05-luong-local", luong_diagram(bottleneck_config("luong-local"))
-    yield "06-hard-soft", hard_vs_soft_diagram(HardAttentionConfig(n_classes=16), items=8)
+    yield "06-hard-soft", hard_vs_soft_diagram(PointerConfig(n_classes=16), items=8)
     digits = caption_set("digits", 6, "train", seed=0)
     config = CaptioningSettings.build("digits", 0, caption_vocab([digits])).model
     yield "07-show-attend-tell", show_attend_tell_diagram(config, tuple(digits.images.shape[2:]))
@@ -63,7 +63,7 @@ def wide_diagrams():
                         input_feeding=feeding, scaled=score != "concat")
         yield f"wide-05-{local}-{feeding}-{score}", luong_diagram(luong, WIDE, WIDE)
     yield "wide-06-hard-soft", hard_vs_soft_diagram(
-        HardAttentionConfig(dim=WIDE, value_dim=WIDE, n_classes=WIDE), items=WIDE, batch=WIDE)
+        PointerConfig(dim=WIDE, value_dim=WIDE, n_classes=WIDE), items=WIDE, batch=WIDE)
     settings = CaptioningSettings.build("digits", 0, ["word"] * WIDE)
     for gate in (True, False):
         config = replace(settings.model, vocab_size=WIDE, hidden_size=WIDE, embed_dim=WIDE,

@@ -22,7 +22,7 @@ from course_lib.models.captioner import (
     CNNEncoder,
     ShowAttendTell,
 )
-from course_lib.models.pointer import HardAttentionConfig, PointerNet
+from course_lib.models.pointer import PointerConfig, PointerNet
 from course_lib.models.reencode import ReencodeConfig, ReencodingSeq2Seq
 from course_lib.models.seq2seq import Decoder, Encoder, Seq2Seq, Seq2SeqConfig
 from course_lib.models.torch_transformer import TorchTransformer
@@ -106,7 +106,7 @@ ZOO = [
              lambda device: score_inputs(device, 6, 4)),
     ZooEntry(AttentionSeq2Seq, lambda: AttentionSeq2Seq(BAHDANAU),
              lambda device: (tokens(device, (2, 5), 12), None, tokens(device, (2, 4), 14))),
-    ZooEntry(PointerNet, lambda: PointerNet(HardAttentionConfig(dim=4, n_classes=6)),
+    ZooEntry(PointerNet, lambda: PointerNet(PointerConfig(dim=4, n_classes=6)),
              lambda device: (torch.randn(3, 4, device=device), torch.randn(3, 5, 4, device=device),
                              tokens(device, (3, 5), 6) - 4)),
     # A decoder runs one step at a time inside its model: each is covered through a model.

@@ -18,7 +18,7 @@ from course_lib.models.captioner import (
     ShowAttendTell,
     doubly_stochastic_penalty,
 )
-from course_lib.models.pointer import HardAttentionConfig, PointerNet, pointer_task
+from course_lib.models.pointer import PointerConfig, PointerNet, pointer_task
 from course_lib.models.transformer import (
     EncoderBlock,
     Transformer,
@@ -42,7 +42,7 @@ from course_lib.train.schedules import transformer_lr
 
 def _no_gradient_parameters() -> list[str]:
     torch.manual_seed(0)
-    model = PointerNet(HardAttentionConfig(estimator="reinforce")).train()
+    model = PointerNet(PointerConfig(estimator="reinforce")).train()
     batch = pointer_task(n=8, seed=1)
     output = model(batch.query, batch.keys, batch.labels, make_generator(0))
     nn.functional.cross_entropy(output.logits, batch.target).backward()
@@ -52,7 +52,7 @@ def _no_gradient_parameters() -> list[str]:
 def _every_choice_logits_shape() -> list[int]:
     # expected_loss computes model.out(model.values(task.labels)): the answer for every item
     torch.manual_seed(0)
-    model = PointerNet(HardAttentionConfig(n_classes=16))
+    model = PointerNet(PointerConfig(n_classes=16))
     task = pointer_task(n=4, n_items=8, n_classes=16, seed=0)
     expected_loss(model, task)  # runs on this task, so the shapes below are the ones it uses
     return list(model.out(model.values(task.labels)).shape)
@@ -60,7 +60,7 @@ def _every_choice_logits_shape() -> list[int]:
 
 def _gradient_samples_shape() -> list[int]:
     torch.manual_seed(0)
-    model = PointerNet(HardAttentionConfig(dim=16))
+    model = PointerNet(PointerConfig(dim=16))
     task = pointer_task(n=32, dim=16, seed=7)
     return list(gradient_samples(model, task, "reinforce", n_samples=10, seed=1).shape)
 
@@ -220,7 +220,7 @@ def _post_norm_size() -> float:
     with torch.no_grad():
         x = model.embed_source(src)
         for block in model.encoder_layers:
-            x, _ = block(x)
+            x = block(x)
     return x.norm(dim=-1).mean().item()
 
 

@@ -114,6 +114,19 @@ def test_concat_score_is_one_matrix_over_the_concatenation_and_equals_additive()
     torch.testing.assert_close(additive.score(query, keys), literal)
 
 
+def test_subclassed_scores_keep_their_parameter_names_and_sizes():
+    """General and concat scores build on their parents' ``__init__``; a checkpoint's keys
+    (``W``; ``W_a``, ``v``) and the sizes stay the same."""
+    general, concat = GeneralScore(5, 3, scaled=True), ConcatScore(5, 3, attention_size=7)
+    assert (general.query_size, general.key_size, general.scaled) == (5, 3, True)
+    assert {k: tuple(v.shape) for k, v in general.state_dict().items()} == {"W.weight": (5, 3)}
+    assert (concat.query_size, concat.key_size) == (5, 3)
+    assert {k: tuple(v.shape) for k, v in concat.state_dict().items()} == {
+        "W_a.weight": (7, 8), "W_a.bias": (7,), "v.weight": (1, 7)}
+    assert {k: tuple(v.shape) for k, v in ConcatScore(5, 3).state_dict().items()}["v.weight"] \
+        == (1, 5)  # d_a defaults to d_q
+
+
 @pytest.mark.parametrize("name", ["dot", "general"])
 def test_scaled_scores_divide_by_the_root_of_the_query_size(name):
     plain, scaled = make_score(name, 6, 6), make_score(name, 6, 6, scaled=True)

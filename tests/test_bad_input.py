@@ -11,6 +11,7 @@ from course_lib.arguments import (
     check_index,
     check_lengths,
     check_mask,
+    check_qkv,
     check_sentences,
     check_tensor,
     check_token_ids,
@@ -32,7 +33,7 @@ from course_lib.metrics import (
 )
 from course_lib.models.attention_seq2seq import AttentionSeq2Seq, AttentionSeq2SeqConfig
 from course_lib.models.captioner import CaptionerConfig, ShowAttendTell, doubly_stochastic_penalty
-from course_lib.models.pointer import HardAttentionConfig, PointerNet, pointer_task
+from course_lib.models.pointer import PointerConfig, PointerNet, pointer_task
 from course_lib.models.reencode import ReencodeConfig, ReencodingSeq2Seq
 from course_lib.models.seq2seq import Seq2Seq, Seq2SeqConfig
 from course_lib.models.torch_transformer import TorchTransformer
@@ -79,7 +80,7 @@ TORCH_TRANSFORMER = TorchTransformer(TRANSFORMER.config).eval()
 CAPTIONER = ShowAttendTell(CaptionerConfig(9, in_channels=3, channels=(4, 6), pool_after=(0,),
                                            embed_dim=5, hidden_size=8,
                                            attention_size=6)).eval()
-POINTER = PointerNet(HardAttentionConfig(dim=4, n_classes=6))
+POINTER = PointerNet(PointerConfig(dim=4, n_classes=6))
 MHA = MultiHeadAttention(8, 2)
 PAIRS = [{"en": "the cat sleeps .", "fr": "le chat dort ."}, {"en": "a dog .", "fr": "un chien ."}]
 VOCAB = Vocab.build([p["en"] for p in PAIRS] + [p["fr"] for p in PAIRS])
@@ -341,6 +342,24 @@ BAD_CALLS = [
     ("check_sentences of a dict", lambda: check_sentences("s", {"a": 1}), TypeError, "s"),
     ("check_mask of lower rank", lambda: check_mask("m", torch.ones(3, dtype=torch.bool),
                                                     (2, 3)), ValueError, r"m\[None\]"),
+    ("check_qkv of a list query", lambda: check_qkv([1.0], *qkv()[1:]), TypeError,
+     "query must be a torch.Tensor, got list"),
+    ("check_qkv integer key", lambda: check_qkv(qkv()[0], qkv()[1].long(), qkv()[2]),
+     TypeError, "key must be a floating-point tensor, got torch.int64"),
+    ("check_qkv float64 value", lambda: check_qkv(*qkv()[:2], qkv()[2].double()), TypeError,
+     "value has dtype torch.float64 but query has torch.float32"),
+    ("check_qkv value on meta", lambda: check_qkv(*qkv()[:2], qkv()[2].to(META)), ValueError,
+     "value is on meta but query is on cpu"),
+    ("check_qkv key of another width", lambda: check_qkv(qkv()[0], qkv(dim=6)[1], qkv()[2]),
+     ValueError, r"key \(\.\.\., S, d_k\).*got query \(2, 2, 3, 8\), key \(2, 2, 4, 6\)"),
+    ("check_qkv value of another length", lambda: check_qkv(*qkv()[:2], qkv(keys=5)[2]),
+     ValueError, r"value \(\.\.\., S, d_v\).*value \(2, 2, 5, 8\)"),
+    ("check_qkv other leading dimensions", lambda: check_qkv(qkv()[0], *qkv(heads=3)[1:]),
+     ValueError, r"the same leading dimensions.*key \(2, 3, 4, 8\)"),
+    ("check_qkv (T, S) mask", lambda: check_qkv(*qkv(), torch.ones(3, 4, dtype=torch.bool)),
+     ValueError, r"mask must have shape \(\.\.\., T, S\) = \(2, 2, 3, 4\).*mask\[None, None\]"),
+    ("check_qkv float mask", lambda: check_qkv(*qkv(), torch.ones(1, 1, 3, 4)), TypeError,
+     "mask must be a torch.bool tensor"),
 ]
 
 

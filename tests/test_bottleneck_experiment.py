@@ -11,17 +11,17 @@ import pytest
 from course_lib.data.corpus import load_corpus
 from course_lib.experiments.bottleneck import (
     BOTTLENECK_MODELS,
-    BOTTLENECK_STEPS,
-    BottleneckSettings,
     bottleneck_config,
-    bottleneck_training,
-    checkpoint_path,
     reproduce_bottleneck,
 )
 from course_lib.experiments.catalogue import measured_records
 from course_lib.experiments.translation import (
+    BOTTLENECK_STEPS,
+    BottleneckSettings,
+    bottleneck_training,
     build_translator,
     build_vocabs,
+    checkpoint_path,
     translator_from_config,
 )
 from course_lib.models import count_parameters

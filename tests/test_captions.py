@@ -165,7 +165,7 @@ def test_bad_arguments_are_refused_with_clear_messages():
         digit_strips(2, split="dev")
     with pytest.raises(ValueError, match="min_digits <= max_digits <= 5, got 3, 2"):
         digit_strips(2, min_digits=3, max_digits=2)
-    with pytest.raises(ValueError, match="data set must be one of"):
+    with pytest.raises(ValueError, match=r"name must be one of \('digits', .*\), got 'cifar'"):
         caption_set("cifar", 2)
     with pytest.raises(ValueError, match=r"has 2 words but 1 boxes"):
         CaptionSet("digits", "train", torch.zeros(1, 1, 4, 4), [["one", "two"]], [[None]])

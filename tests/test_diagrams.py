@@ -35,7 +35,7 @@ from course_lib.diagrams.transformer import (
 )
 from course_lib.models.attention_seq2seq import AttentionSeq2Seq, AttentionSeq2SeqConfig
 from course_lib.models.captioner import CaptionerConfig, ShowAttendTell
-from course_lib.models.pointer import HardAttentionConfig, PointerNet
+from course_lib.models.pointer import PointerConfig, PointerNet
 from course_lib.models.seq2seq import CONTEXT_MODES, Seq2Seq, Seq2SeqConfig
 from course_lib.models.transformer import Transformer, TransformerConfig
 from course_lib.nn.self_attention import KVCache, MultiHeadAttention, scaled_dot_product_attention
@@ -266,7 +266,7 @@ def test_show_attend_tell_shapes_are_the_model_s(gate):
 
 
 def test_hard_vs_soft_shapes_are_the_pointer_net_s():
-    config = HardAttentionConfig(dim=6, value_dim=5, n_classes=7)
+    config = PointerConfig(dim=6, value_dim=5, n_classes=7)
     diagram = hard_vs_soft_diagram(config, items=4, batch=B)
     model = PointerNet(config).eval()
     query, keys = torch.randn(B, 6), torch.randn(B, 4, 6)

@@ -356,6 +356,8 @@ def test_blockwise_attention_is_exact_and_holds_one_block_of_scores():
         blockwise_attention(q, k, v, 0)
     with pytest.raises(ValueError, match="expected query"):
         blockwise_attention(q, k[..., :4], v)
+    with pytest.raises(TypeError, match="value has dtype torch.float64 but query has"):
+        blockwise_attention(q, k, v.double())  # the checks of every attention function
 
 
 def test_single_thread_restores_the_thread_count():

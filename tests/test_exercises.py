@@ -6,8 +6,8 @@ import nbformat
 import pytest
 
 from course_lib.course.syllabus import COURSE_ROOT, LESSONS
-from course_lib.grading.assign import AssignError, assign
 from course_lib.grading.config import lessons_with_exercises, source_notebooks
+from course_lib.grading.workflow.assign import AssignError, assign
 
 ROOT = COURSE_ROOT
 SOLUTION_LINES = re.compile(r"### BEGIN SOLUTION(.*?)### END SOLUTION", re.S)

@@ -1,4 +1,5 @@
-"""Feedback pages (course_lib.grading.feedback): inert, offline, and saying what the gradebook says.
+"""Feedback pages (course_lib.grading.pages.feedback): inert, offline, and saying what the
+gradebook says.
 
 The attacks come first: a submission's outputs and markdown try to run script (``<script>``,
 event handlers, ``javascript:`` links, SVG, widgets, MathJax's ``\\href``), to make the
@@ -44,7 +45,8 @@ from PIL import Image
 from traitlets.config import Config
 
 from course_lib.course.syllabus import COURSE_ROOT
-from course_lib.grading.feedback import (
+from course_lib.grading.pages import feedback
+from course_lib.grading.pages.feedback import (
     CONTENT_SECURITY_POLICY,
     MATHJAX_CONFIG_SCRIPT,
     MATHJAX_FILE,
@@ -59,7 +61,7 @@ from course_lib.grading.feedback import (
     script_hash,
     status_line,
 )
-from course_lib.grading.inert import (
+from course_lib.grading.pages.inert import (
     MARKDOWN_CELL_CHARACTERS,
     MARKDOWN_PAGE_CHARACTERS,
     SanitizeOutputs,
@@ -427,7 +429,7 @@ def feedback_exporter(config: Config) -> HTMLExporter:
     with every configured preprocessor but GetGrades, which reads the gradebook database: the
     tests put what it would put into the notebook and resources themselves."""
     converter = GenerateFeedback(coursedir=CourseDirectory(config=config), config=config)
-    exporter = HTMLExporter(parent=converter, config=converter.config)
+    exporter = converter.exporter_class(parent=converter, config=converter.config)
     for preprocessor in converter.preprocessors:
         if preprocessor is not GetGrades:
             exporter.register_preprocessor(preprocessor)
@@ -463,6 +465,25 @@ def test_configure_feedback_sets_up_generate_feedback():
     assert converter.config.HTMLExporter.template_name == "feedback"  # not reset
     assert converter.config.HTMLExporter.mathjax_url == MATHJAX_URL == (
         "../../_mathjax/tex-svg-full.js")
+
+
+def test_feedback_pages_compile_their_templates_once_per_process():
+    """nbgrader makes a new exporter for every feedback run; the templates compiled for the
+    first page serve the next, which comes out the same."""
+    config = Config()
+    configure_feedback(config)
+    converter = GenerateFeedback(coursedir=CourseDirectory(config=config), config=config)
+    assert converter.exporter_class is feedback.FeedbackExporter
+    assert issubclass(feedback.FeedbackExporter, HTMLExporter)
+    nb = attack_notebook()
+    first, _ = feedback_exporter(config).from_notebook_node(
+        copy.deepcopy(nb), resources=grades_resources("nb"))
+    compiled = dict(feedback._TEMPLATES.compiled)
+    assert compiled, "no template went through the cache"
+    second, _ = feedback_exporter(config).from_notebook_node(
+        copy.deepcopy(nb), resources=grades_resources("nb"))
+    assert second == first
+    assert feedback._TEMPLATES.compiled == compiled  # nothing compiled again
 
 
 @pytest.fixture(scope="module")
@@ -553,8 +574,8 @@ def test_the_template_is_package_data():
         import tomli as tomllib
 
     data = tomllib.loads((COURSE_ROOT / "pyproject.toml").read_text())
-    patterns = data["tool"]["setuptools"]["package-data"]["course_lib.grading"]
-    folder = COURSE_ROOT / "course_lib" / "grading"
+    patterns = data["tool"]["setuptools"]["package-data"]["course_lib.grading.pages"]
+    folder = COURSE_ROOT / "course_lib" / "grading" / "pages"
     shipped = {p for pattern in patterns for p in folder.glob(pattern)}
     assert set((folder / "templates").rglob("*.*")) <= shipped
 
@@ -577,6 +598,7 @@ def test_placeholder_page_is_static_and_escaped():
     assert "https:" not in page and "http:" not in page
 
 
+@pytest.mark.browser
 def test_placeholder_page_in_a_browser(tmp_path):
     path = tmp_path / "feedback" / "bob" / "00_start_here" / "nb.html"
     path.parent.mkdir(parents=True)
@@ -699,6 +721,7 @@ def check_feedback_page_in_browser(page: Path, *, expect_math: bool = True) -> d
     return seen
 
 
+@pytest.mark.browser
 def test_the_page_is_inert_and_typeset_offline_in_a_browser(exported):
     seen = check_feedback_page_in_browser(exported)
     # the course's markdown (4 inline/display in the exercise text, lambda, mu in the comment)
@@ -710,6 +733,7 @@ def test_the_page_is_inert_and_typeset_offline_in_a_browser(exported):
 SOURCE_NOTEBOOKS = sorted((COURSE_ROOT / "solutions").glob("*/*.ipynb"))
 
 
+@pytest.mark.browser
 @pytest.mark.parametrize("source", SOURCE_NOTEBOOKS, ids=[p.parent.name for p in SOURCE_NOTEBOOKS])
 def test_an_exercise_notebook_typesets_completely_offline(tmp_path, source):
     """The course's own exercise markdown on a feedback page: every equation typeset, no TeX
@@ -727,6 +751,7 @@ def test_an_exercise_notebook_typesets_completely_offline(tmp_path, source):
     assert seen["mathErrors"] == 0
 
 
+@pytest.mark.browser
 def test_the_browser_check_catches_a_script_and_missing_mathjax(tmp_path, exported):
     """The check can fail: a page that runs a script, and one without MathJax, do not pass."""
     root = tmp_path / "feedback"
@@ -749,6 +774,7 @@ def test_the_browser_check_catches_a_script_and_missing_mathjax(tmp_path, export
         check_feedback_page_in_browser(page)
 
 
+@pytest.mark.browser
 def test_the_policy_blocks_an_injected_script_from_file_urls(tmp_path, exported):
     """The CSP is a second layer: were HTML to slip through, its script would not run."""
     root = tmp_path / "feedback"
@@ -766,7 +792,7 @@ def test_the_policy_blocks_an_injected_script_from_file_urls(tmp_path, exported)
 
 
 def test_the_instructors_guide_states_the_feedback_limits():
-    from course_lib.grading import budget
+    from course_lib.grading.isolation import budget
 
     guide = (COURSE_ROOT / "docs" / "instructors.md").read_text()
     for stated in (f"at most {MARKDOWN_CELL_CHARACTERS:,} characters of one",
@@ -777,7 +803,7 @@ def test_the_instructors_guide_states_the_feedback_limits():
 
 
 def test_the_feedback_step_is_stopped_at_its_budget(monkeypatch, tmp_path):
-    from course_lib.grading import unit
+    from course_lib.grading.workflow import unit
 
     class SlowApi:
         def generate_feedback(self, lesson, student, force):

@@ -13,19 +13,21 @@ import html as html_module
 import os
 import re
 import shutil
+import subprocess
+import sys
 from pathlib import Path
 
 import nbformat
 import pytest
 
 from course_lib.course.syllabus import COURSE_ROOT
-from course_lib.grading import grade as grade_module
-from course_lib.grading import sandbox
-from course_lib.grading.budget import make_group
 from course_lib.grading.config import lessons_with_exercises, source_notebooks
-from course_lib.grading.grade import GradingError, exercises_of, grade
-from course_lib.grading.gradebook import FORMULA_STARTS
-from course_lib.grading.runs import latest_run, runs_file_for
+from course_lib.grading.isolation import sandbox
+from course_lib.grading.isolation.budget import make_group
+from course_lib.grading.pages.gradebook import FORMULA_STARTS
+from course_lib.grading.workflow import grade as grade_module
+from course_lib.grading.workflow.grade import GradingError, exercises_of, grade
+from course_lib.grading.workflow.runs import latest_run, runs_file_for
 from tests.attacks import ATTACKS, EXPECTED, HONEST
 from tests.cheats import CHEATS, make_cheat
 from tests.grading_styles import honest_notebooks
@@ -439,11 +441,19 @@ def test_a_dead_kernel_never_leaves_cells_passing(tmp_path):
                for c in returned.notebook.cells)
 
 
+def test_the_gradebook_schema_version_is_the_one_nbgrader_finds():
+    """Read in this process, it is what nbgrader's own ``alembic heads`` subprocess gives."""
+    script = "import nbgrader.api; print(nbgrader.api.get_alembic_version())"
+    scripts = str(Path(sys.executable).parent)
+    found = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
+                           check=True, timeout=300,
+                           env={**os.environ, "PATH": scripts + os.pathsep + os.environ["PATH"]})
+    assert grade_module.gradebook_schema_version() == found.stdout.strip()
+    assert len(found.stdout.strip()) >= 8
+
+
 @needs_sandbox
 def test_course_grade_command(tmp_path):
-    import subprocess
-    import sys
-
     folder = tmp_path / "subs" / "alice" / FIRST
     folder.mkdir(parents=True)
     nbformat.write(solution(), folder / f"{NOTEBOOK}.ipynb")
@@ -667,7 +677,7 @@ def test_inputs_leaked_in_one_run_are_worth_nothing_in_the_next(tmp_path):
 
 @needs_sandbox
 def test_a_feedback_page_that_cannot_be_made_says_so_in_the_gradebook(tmp_path, monkeypatch):
-    from course_lib.grading import unit
+    from course_lib.grading.workflow import unit
 
     subs, out = tmp_path / "subs", tmp_path / "grades" / "gradebook.csv"
     folder = subs / "alice" / FIRST

@@ -24,8 +24,8 @@ import torch
 from course_lib.course.syllabus import COURSE_ROOT
 from course_lib.grading.config import lessons_with_exercises, source_notebooks
 from course_lib.grading.hidden import HiddenTest, collecting, observe_all, resolve
-from course_lib.grading.static_check import StaticFindings, static_flags
-from course_lib.grading.verdict import (
+from course_lib.grading.verdicts.static_check import StaticFindings, static_flags
+from course_lib.grading.verdicts.verdict import (
     build_reference,
     draw_inputs,
     expected_records,
@@ -180,3 +180,25 @@ def test_the_kernel_side_of_grading_imports_no_notebook_machinery():
     done = subprocess.run([sys.executable, "-I", "-c", probe], capture_output=True, text=True,
                           timeout=120, check=True)
     assert done.stdout.strip() == "[]", done.stdout
+
+
+def test_the_runner_reads_notebooks_without_building_an_iri_grammar():
+    # The sandbox's runner starts once per graded notebook: it must not pay for jsonschema's
+    # IRI grammar, and nbformat must still tell a notebook from a broken one.
+    import subprocess
+    import sys
+
+    probe = ("import sys\n"
+             "from course_lib.grading.runner import import_nbformat\n"
+             "nbformat = import_nbformat()\n"
+             "nb = nbformat.read(sys.argv[1], as_version=4)\n"
+             "nbformat.validate(nb)\n"
+             "del nb.cells[0]['source']\n"
+             "try:\n"
+             "    nbformat.validate(nb)\n"
+             "    print('invalid notebook accepted')\n"
+             "except nbformat.ValidationError:\n"
+             "    print('ok', 'lark' in sys.modules)\n")
+    done = subprocess.run([sys.executable, "-I", "-c", probe, str(NOTEBOOKS[0])],
+                          capture_output=True, text=True, timeout=120, check=True)
+    assert done.stdout.strip() == "ok False", done.stdout + done.stderr

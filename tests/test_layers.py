@@ -298,9 +298,9 @@ def test_the_lower_layers_work_from_the_package_alone(tmp_path):
 
 # Test files named for a property checked across the package, not for one module.
 PROPERTY_TESTS = {"bad_input", "determinism", "device_agnostic", "environment_files", "exercises",
-                  "grading", "hidden_tests", "layers", "make_lab", "multi_head_lesson",
-                  "notebook_timeout", "readme_and_layout", "slides_overflow", "untrusted",
-                  "browser", "bootstrap", "widgets_browser"}
+                  "grading", "hidden_tests", "layers", "make_lab", "notebook_timeout",
+                  "readme_and_layout", "slides_overflow", "untrusted", "browser", "bootstrap",
+                  "widgets_browser", "lessons_run", "lab_browser", "slides_browser"}
 
 
 def test_every_test_file_is_named_for_a_module_or_a_listed_property():

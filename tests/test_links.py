@@ -20,7 +20,7 @@ from course_lib.course.links import (
 )
 from course_lib.course.site import site_links
 from course_lib.course.syllabus import COURSE_ROOT, LESSONS
-from course_lib.grading.unit import exercises_of
+from course_lib.grading.workflow.unit import exercises_of
 
 NUMBERS = {"two": 2, "three": 3, "four": 4, "five": 5, "six": 6}
 

@@ -1,6 +1,6 @@
-"""train/loop.py: ``fit``, the course's one training loop: it learns, averages losses by batch
-size, clips, stops early, runs under autocast, steps schedulers, and refuses NaN losses and bad
-settings."""
+"""train/loop.py: ``fit``, the course's one training loop (the ``Trainer`` of train/trainer.py in
+one call): it learns, averages losses by batch size, clips, stops early, runs under autocast,
+steps schedulers, and refuses NaN losses and bad settings."""
 
 import pytest
 import torch
@@ -10,13 +10,9 @@ from torch.utils.data import DataLoader, TensorDataset
 from course_lib.metrics import accuracy
 from course_lib.models.toy import ToyClassifier, ToyConfig, make_spirals
 from course_lib.train.history import EarlyStopping, History
-from course_lib.train.loop import (
-    batch_size,
-    epochs_for,
-    fit,
-    supervised_loss,
-)
+from course_lib.train.loop import fit, supervised_loss
 from course_lib.train.schedules import cosine_decay
+from course_lib.train.trainer import batch_size, epochs_for
 
 CE = supervised_loss(nn.functional.cross_entropy)
 
@@ -305,10 +301,10 @@ def test_the_time_safety_valve_counts_training_steps_only(monkeypatch):
     """On a fake clock, each step takes 20 ms and each epoch's metric 150 ms. Counted in wall
     time, a limit of 0.25 s would run out in the second epoch; counted in training steps it
     lasts 13 steps: six full epochs of 2 batches, and the first step of the seventh."""
-    from course_lib.train import loop
+    from course_lib.train import trainer
 
     now = [0.0]
-    monkeypatch.setattr(loop.time, "perf_counter", lambda: now[0])
+    monkeypatch.setattr(trainer.time, "perf_counter", lambda: now[0])
 
     def slow_loss(model, batch):
         now[0] += 0.02
@@ -328,3 +324,4 @@ def test_the_time_safety_valve_counts_training_steps_only(monkeypatch):
     assert len(history) == 7 and history["steps"][-1] == 13
     assert history["train_s"][-1] == pytest.approx(0.26)
     assert sum(history["time_s"]) == pytest.approx(0.26 + 0.15 * 7)
+

@@ -13,8 +13,8 @@ from course_lib.lessons.estimators import (
     train_pointer,
 )
 from course_lib.models.pointer import (
-    HardAttentionConfig,
     MovingAverageBaseline,
+    PointerConfig,
     PointerNet,
     pointer_accuracy,
     pointer_loss,
@@ -23,6 +23,7 @@ from course_lib.models.pointer import (
 )
 from course_lib.nn.gumbel import gumbel_noise, sample_item, straight_through_gumbel
 from course_lib.seeding import make_generator
+from course_lib.train.checkpoint import CheckpointError, load_checkpoint, save_checkpoint
 
 
 def test_pointer_task_is_a_lookup_where_one_item_suffices():
@@ -102,7 +103,7 @@ def test_moving_average_baseline():
 def fixed_point():
     """A partly trained model and a batch: gradients are compared here."""
     torch.manual_seed(0)
-    model = PointerNet(HardAttentionConfig(estimator="soft"))
+    model = PointerNet(PointerConfig(estimator="soft"))
     task = pointer_task(n=32, seed=7)
     exact = score_gradient(model, expected_loss(model, task))
     return model, task, exact
@@ -134,7 +135,7 @@ def test_gumbel_is_lower_variance_than_reinforce_and_soft_is_deterministic(fixed
 def test_forward_shapes_and_modes():
     task = pointer_task(n=5, seed=1)
     for estimator in ("soft", "reinforce", "gumbel"):
-        model = PointerNet(HardAttentionConfig(estimator=estimator)).train()
+        model = PointerNet(PointerConfig(estimator=estimator)).train()
         logits, weights, log_prob = model(task.query, task.keys, task.labels, make_generator(0))
         assert logits.shape == (5, 16) and weights.shape == (5, 8)
         assert (log_prob is None) == (estimator != "reinforce")
@@ -151,7 +152,32 @@ def test_forward_shapes_and_modes():
     with pytest.raises(ValueError, match=r"expected query \(B, 16\)"):
         model(task.query[:, :3], task.keys, task.labels)
     with pytest.raises(ValueError, match="estimator must be one of"):
-        HardAttentionConfig(estimator="argmax")
+        PointerConfig(estimator="argmax")
+
+
+def test_a_checkpoint_saved_when_the_config_was_hard_attention_config_still_loads(tmp_path):
+    """PointerConfig was HardAttentionConfig: a checkpoint naming the old class (under its old
+    module, course_lib.hard_attention, or its module today) loads into a PointerNet; a config
+    class that never existed is refused."""
+    torch.manual_seed(0)
+    config = PointerConfig(dim=6, n_classes=7, estimator="gumbel")
+    model = PointerNet(config).eval()
+    path = save_checkpoint(tmp_path / "pointer.pt", model, config)
+    payload = torch.load(path, weights_only=True)
+    assert payload["config_class"] == "course_lib.models.pointer.PointerConfig"
+    task = pointer_task(n=5, n_items=4, dim=6, n_classes=7, seed=3)
+    for module in ("course_lib.models.pointer", "course_lib.hard_attention"):
+        payload.update(model_class=f"{module}.PointerNet",
+                       config_class=f"{module}.HardAttentionConfig")
+        torch.save(payload, path)
+        loaded, _ = load_checkpoint(path, PointerNet)
+        assert loaded.config == config
+        assert torch.equal(loaded(task.query, task.keys, task.labels).logits,
+                           model(task.query, task.keys, task.labels).logits)
+    payload["config_class"] = "course_lib.models.pointer.LookupConfig"
+    torch.save(payload, path)
+    with pytest.raises(CheckpointError, match=r"holds a course_lib\.models\.pointer\.LookupConfig"):
+        load_checkpoint(path, PointerNet)
 
 
 @pytest.mark.parametrize("seed", [0, 1, 2])

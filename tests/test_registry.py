@@ -13,7 +13,7 @@ from course_lib.course.cli import main
 from course_lib.experiments.catalogue import REGISTRY
 from course_lib.experiments.registry import Experiment, Registry
 from course_lib.experiments.reproduce import budget_text, estimate_seconds, planned_runs
-from course_lib.experiments.runs import run_metadata, write_json
+from course_lib.experiments.runs import RunOptions, run_metadata, write_json
 from course_lib.experiments.targets import Target, constant, record_value
 
 PACKAGE = Path(__file__).resolve().parent.parent / "course_lib"
@@ -41,20 +41,19 @@ class ToyRun:
         return "\n".join(f"| {name} | {r['score']} |" for name, r in self.result["models"].items())
 
 
-def reproduce_toy(models, seed, out_dir=None, *, steps=None, max_minutes=None, threads=None,
-                  reuse=False, progress=True, live_plot=None, cache_dir=None):
+def reproduce_toy(models, seed, out_dir=None, *, options=None, **switches):
     """A stand-in experiment: each model's "score" is a function of its settings."""
+    options = RunOptions.of(options, **switches)
     names = (models,) if isinstance(models, str) else tuple(models)
     records = {}
     for name in names:
-        settings = replace(toy_settings(name, seed), steps=steps or TOY_STEPS[name])
+        settings = replace(toy_settings(name, seed), steps=options.steps or TOY_STEPS[name])
         records[name] = {"score": round(0.1 * settings.width + 0.01 * seed, 3),
                          "steps": settings.steps, "epochs": 1, "wall_s": 6.0 * settings.width,
                          "settings": asdict(settings)}
-    result = {"models": records, **run_metadata(seed, "cpu", threads or 1)}
+    result = {"models": records, **run_metadata(seed, "cpu", options.torch_threads)}
     if out_dir is not None:
-        stem = f"toy-{models}" if isinstance(models, str) else "toy"
-        write_json(result, Path(out_dir) / f"{stem}.json")
+        write_json(result, Path(out_dir) / f"{TOY.result_stem(names)}.json")
     return ToyRun(result)
 
 
@@ -178,3 +177,25 @@ def test_a_registry_refuses_a_second_name_and_an_unknown_predecessor():
     assert later.command == "course reproduce later --model MODEL --seed N"
     with pytest.raises(ValueError, match="unknown experiment 'missing'; available: toy, later"):
         registry["missing"]
+
+
+def test_the_registry_names_the_result_files_and_a_run_takes_one_options_object(toy, tmp_path):
+    # One model of an experiment that declares several writes NAME-MODEL.json, several (or the
+    # one model of a one-model experiment) NAME.json: the declaration decides, not the type of
+    # the argument that named the models.
+    assert toy.result_stem(("small",)) == "toy-small"
+    assert toy.result_stem(("tiny", "small")) == "toy"
+    assert declaration(models=("only",), step_seconds={"only": 1.0}).result_stem(("only",)) \
+        == "toy"
+    with pytest.raises(ValueError, match="at least one model"):
+        toy.result_stem(())
+    reproduce_toy(["small"], 1, tmp_path)
+    assert (tmp_path / "toy-small.json").is_file()
+    # The switches of a run are one frozen object; a keyword names one of its fields.
+    options = RunOptions(steps=3, threads=2)
+    assert RunOptions.of(options, reuse=True) == replace(options, reuse=True)
+    assert reproduce_toy("tiny", 0, options=options).result["models"]["tiny"]["steps"] == 3
+    with pytest.raises(TypeError, match="unknown run option 'settings'"):
+        RunOptions.of(settings=None)
+    with pytest.raises(ValueError, match="steps must be a positive int or None, got 0"):
+        RunOptions(steps=0)

@@ -131,6 +131,46 @@ def test_multi_head_attention_matches_torch_with_copied_weights(implementation, 
     torch.testing.assert_close(out_only, ref, atol=ATOL, rtol=1e-5)
 
 
+@pytest.mark.parametrize("implementation", ["explicit", "fused"])
+def test_forward_is_the_five_steps_written_out(implementation):
+    """Project, split, attend, merge, project (lesson 09), by hand with the layer's weights."""
+    ours, _ = copied_pair(implementation=implementation)
+    g = torch.Generator().manual_seed(9)
+    query, memory = torch.randn(2, 5, 16, generator=g), torch.randn(2, 7, 16, generator=g)
+    key_mask = torch.tensor([[True] * 7, [True] * 4 + [False] * 3])
+
+    def split(x):  # (B, L, D) -> (B, L, h, d_k) -> (B, h, L, d_k)
+        return x.view(2, -1, 4, 4).transpose(1, 2)
+
+    q, k, v = split(ours.q_proj(query)), split(ours.k_proj(memory)), split(ours.v_proj(memory))
+    scores = (q @ k.transpose(-2, -1) / math.sqrt(4)).masked_fill(
+        ~key_mask[:, None, None, :], float("-inf"))  # (B, h, T, S)
+    heads = torch.softmax(scores, dim=-1) @ v  # (B, h, T, d_k)
+    expected = ours.out_proj(heads.transpose(1, 2).reshape(2, 5, 16))  # (B, T, D)
+    output, _ = ours(query, memory, key_mask=key_mask)
+    torch.testing.assert_close(output, expected, atol=ATOL, rtol=1e-5)
+    unmasked, _ = ours(query, memory)
+    assert (unmasked - expected).abs().max() > 1e-3  # the mask matters: the check can fail
+
+
+def test_both_implementations_give_the_same_gradients():
+    layers = [copied_pair(implementation=impl)[0] for impl in ("explicit", "fused")]
+    g = torch.Generator().manual_seed(10)
+    x, upstream = torch.randn(2, 6, 16, generator=g), torch.randn(2, 6, 16, generator=g)
+    key_mask = torch.tensor([[True] * 6, [True] * 4 + [False] * 2])
+    found = []
+    for layer in layers:
+        inputs = x.clone().requires_grad_()
+        output, _ = layer(inputs, key_mask=key_mask, causal=True)
+        (output * upstream).sum().backward()  # a random linear loss
+        found.append([inputs.grad] + [p.grad for p in layer.parameters()])
+    assert len(found[0]) == 1 + 8  # the input; 4 weights and 4 biases
+    for position, (explicit, fused) in enumerate(zip(*found, strict=True)):
+        assert explicit.abs().max() > 0, f"gradient {position} is zero"
+        torch.testing.assert_close(fused, explicit, atol=ATOL, rtol=1e-5,
+                                   msg=f"gradient {position}")
+
+
 def test_causal_self_attention_matches_torch_and_both_paths():
     ours, theirs = copied_pair()
     x = torch.randn(3, 6, 16, generator=torch.Generator().manual_seed(4))

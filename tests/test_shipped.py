@@ -47,7 +47,8 @@ def shipped_none(tmp_path_factory):
     base = tmp_path_factory.mktemp("shipped")
     cache, folder = base / "cache", base / "reference-models"
     run = reproduce_bottleneck("none", seed=0, progress=False, cache_dir=cache)
-    entry = ship(BOTTLENECK, "none", 0, run.result["models"]["none"], folder, cache)
+    entry = ship(BOTTLENECK, "none", 0, run.result["models"]["none"], folder, cache,
+                 outputs=shipped.outputs_on_test_split(run, "none"))
     return run, entry, folder, cache
 
 
@@ -63,6 +64,8 @@ def test_a_shipped_model_is_listed_with_what_made_it_and_what_it_measures(shippe
     assert entry.metrics["test"]["BLEU overall"] == record["bleu"]
     assert entry.metrics["test"]["BLEU 31+"] == record["bleu_by_length"]["31+"]
     assert entry.torch == torch.__version__ and entry.profile == "fast"
+    assert entry.outputs_sha256 == shipped.outputs_digest(run.hypotheses["none"])
+    assert len(run.hypotheses["none"]) == len(run.corpus.test)
 
 
 def test_a_lesson_loads_the_shipped_model_and_says_so_in_one_line(shipped_none, monkeypatch,
@@ -164,34 +167,41 @@ def test_the_repository_ships_its_models_within_budget():
     sizes = [entry.bytes for entry in SHIPPED.values()]
     assert all(size <= shipped.MAX_FILE_BYTES for size in sizes)
     assert sum(sizes) <= shipped.MAX_TOTAL_BYTES
+    assert all(entry.outputs_sha256 for entry in SHIPPED.values()), \
+        "each shipped model records the digest of its test outputs (`--ship` writes it)"
     listed = {entry.file for entry in SHIPPED.values()} | {"manifest.json"}
     if SHIPPED_DIR.is_dir():
         assert {p.name for p in SHIPPED_DIR.iterdir()} == listed  # nothing unlisted
 
 
-def measured_again(experiment, run, model: str) -> dict:
+def measured_again(experiment, run, model: str) -> tuple[dict, list[str]]:
     """``model``'s test metrics measured from its weights now, as the run that trained it
-    measured them (one thread): translators translate the test split again (and attend over
-    it), captioners are measured by the run itself whenever it loads one."""
+    measured them (one thread), and its outputs on the test split: translators translate the
+    test split again (and attend over it), captioners are measured by the run itself whenever
+    it loads one."""
     record = dict(experiment.records(run.result)[model])
+    outputs = None
     if hasattr(run, "vocabs"):  # a translator: its record was stored with it, measure anew
         weights = run.models[model] if hasattr(run, "models") else run.model
         with fixed_threads(1):
             scores = evaluate_translator(weights, run.corpus.test, run.vocabs)
+            outputs = scores["hypotheses"]
             record["bleu"] = round(scores["bleu"], 2)
             record["bleu_by_length"] = {k: None if v is None else round(v, 2)
                                         for k, v in scores["bleu_by_length"].items()}
             if record.get("alignment_accuracy") is not None:
                 record["alignment_accuracy"] = round(
                     evaluate_alignment(weights, run.corpus.test, run.vocabs), 4)
-    return {label.split(": ", 1)[-1]: value
-            for label, value in experiment.metrics(model, record) if value is not None}
+    metrics = {label.split(": ", 1)[-1]: value
+               for label, value in experiment.metrics(model, record) if value is not None}
+    return metrics, outputs if outputs is not None else shipped.outputs_on_test_split(run, model)
 
 
 @pytest.mark.parametrize("key", sorted(SHIPPED), ids=lambda key: f"{key[0]}-{key[1]}")
 def test_each_shipped_model_measures_what_its_manifest_and_the_results_say(key, monkeypatch):
     """Loaded on the CPU and measured again on the test split (in the profile it was made in):
-    the manifest's numbers, and those of results/seed-N."""
+    the manifest's numbers, and those of results/seed-N; and its outputs there are, word for
+    word, those the manifest records (a change to decoding that alters one word fails)."""
     entry = SHIPPED[key]
     monkeypatch.setenv("COURSE_PROFILE", entry.profile)
     monkeypatch.setenv("COURSE_DEVICE", "cpu")
@@ -199,7 +209,8 @@ def test_each_shipped_model_measures_what_its_manifest_and_the_results_say(key, 
     timing = {"step_times": False} if entry.experiment == "transformer" else {}
     run = experiment.reproduce((entry.model,), entry.seed, None, reuse=False, use_shipped=True,
                                progress=False, cache_dir=None, **timing)
-    measured = measured_again(experiment, run, entry.model)
+    measured, outputs = measured_again(experiment, run, entry.model)
+    assert shipped.outputs_digest(outputs) == entry.outputs_sha256
     assert measured == entry.metrics["test"]
     committed = measured_records(entry.experiment, entry.seed)[entry.model]
     assert {label.split(": ", 1)[-1]: value

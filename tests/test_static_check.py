@@ -5,8 +5,8 @@ import nbformat
 import pytest
 
 from course_lib.course.syllabus import COURSE_ROOT
-from course_lib.grading.static_check import StaticFindings, cell_roles, static_flags
-from course_lib.grading.verdict import load_reference
+from course_lib.grading.verdicts.static_check import StaticFindings, cell_roles, static_flags
+from course_lib.grading.verdicts.verdict import load_reference
 from tests.grading_styles import EVASIONS, EX1, EX4, HONEST, honest_notebooks, with_cells
 
 SOURCE = COURSE_ROOT / "solutions" / "00_start_here" / "00_start_here_exercises.ipynb"

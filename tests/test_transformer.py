@@ -9,8 +9,10 @@ from course_lib.data.sequence_tasks import exact_match, sequence_task
 from course_lib.data.vocab import BOS_ID, EOS_ID, PAD_ID
 from course_lib.models import count_parameters, parameters_by_part
 from course_lib.models.transformer import (
+    AttentionMaps,
     DecoderBlock,
     EncoderBlock,
+    ResidualSublayer,
     Transformer,
     TransformerConfig,
     label_smoothed_loss,
@@ -76,7 +78,7 @@ def test_encoder_block_matches_torch(norm_first):
                                                 "ffn_sublayer": "norm2"})})
     x = torch.randn(2, 7, 16)
     key_mask = torch.tensor([[True] * 7, [True] * 5 + [False] * 2])
-    out, _ = ours(x, key_mask)
+    out = ours(x, key_mask)
     ref = theirs(x, src_key_padding_mask=~key_mask)
     # PyTorch's fast path leaves padded positions as zeros; compare the real ones.
     torch.testing.assert_close(out[key_mask], ref[key_mask], atol=ATOL, rtol=1e-5)
@@ -93,10 +95,53 @@ def test_decoder_block_matches_torch(norm_first):
                                                 "ffn_sublayer": "norm3"})})
     y, memory = torch.randn(2, 6, 16), torch.randn(2, 7, 16)
     memory_mask = torch.tensor([[True] * 7, [True] * 5 + [False] * 2])
-    out, _, _ = ours(y, memory, memory_mask)
+    out = ours(y, memory, memory_mask)
     ref = theirs(y, memory, tgt_mask=nn.Transformer.generate_square_subsequent_mask(6),
                  memory_key_padding_mask=~memory_mask)
     torch.testing.assert_close(out, ref, atol=ATOL, rtol=1e-5)
+
+
+@pytest.mark.parametrize("norm_first", [False, True])
+def test_residual_sublayer_is_its_equation(norm_first):
+    """Post-norm ``LN(x + drop(f(x)))``, pre-norm ``x + drop(f(LN(x)))``, written out with
+    the layer's own LayerNorm weights and a dropout mask drawn from the same seed."""
+    torch.manual_seed(0)
+    sublayer = ResidualSublayer(8, dropout=0.5, norm_first=norm_first).train()
+    with torch.no_grad():  # LayerNorm starts as the identity map's scale: make it not
+        sublayer.norm.weight.normal_(1.0, 0.3)
+        sublayer.norm.bias.normal_(0.0, 0.3)
+    x = torch.randn(2, 5, 8, generator=torch.Generator().manual_seed(1))
+    f = torch.nn.Linear(8, 8)
+
+    def layer_norm(t):  # LN(t) = γ ⊙ (t − μ) / √(σ² + ε) + β over the last dimension
+        mean, var = t.mean(-1, keepdim=True), t.var(-1, unbiased=False, keepdim=True)
+        return sublayer.norm.weight * (t - mean) / torch.sqrt(var + 1e-5) + sublayer.norm.bias
+
+    torch.manual_seed(2)
+    out = sublayer(x, f)
+    torch.manual_seed(2)
+    keep = torch.nn.functional.dropout(torch.ones(2, 5, 8), 0.5)  # 0 or 1 / (1 - p) = 2
+    by_hand = x + keep * f(layer_norm(x)) if norm_first else layer_norm(x + keep * f(x))
+    torch.testing.assert_close(out, by_hand, atol=ATOL, rtol=1e-5)
+    other = x + keep * f(layer_norm(x)) if not norm_first else layer_norm(x + keep * f(x))
+    assert (out - other).abs().max() > 0.1  # the two placements differ: the check can fail
+
+
+def test_blocks_record_the_weights_they_make_in_the_maps_passed_in():
+    torch.manual_seed(0)
+    encoder, decoder = EncoderBlock(small_config()).eval(), DecoderBlock(small_config()).eval()
+    x, y = torch.randn(2, 7, 16), torch.randn(2, 6, 16)
+    key_mask = torch.tensor([[True] * 7, [True] * 5 + [False] * 2])
+    maps = AttentionMaps()
+    encoded = encoder(x, key_mask, maps)
+    decoded = decoder(y, encoded, key_mask, maps)
+    torch.testing.assert_close(encoded, encoder(x, key_mask))  # recording changes no output
+    torch.testing.assert_close(decoded, decoder(y, encoded, key_mask))
+    _, expected = encoder.self_attn(x, key_mask=key_mask, need_weights=True)
+    torch.testing.assert_close(maps.encoder[0], expected)  # post-norm: x enters the attention
+    assert [m.shape for m in (*maps.encoder, *maps.decoder, *maps.cross)] == \
+        [(2, 4, 7, 7), (2, 4, 6, 6), (2, 4, 6, 7)]
+    assert bool((maps.cross[0][1, :, :, 5:] == 0).all())
 
 
 def test_encoder_without_positions_is_permutation_equivariant():
@@ -106,8 +151,8 @@ def test_encoder_without_positions_is_permutation_equivariant():
     block = EncoderBlock(small_config()).eval()
     x = torch.randn(2, 7, 16)
     permutation = torch.tensor([6, 2, 0, 5, 1, 3, 4])
-    out, _ = block(x)
-    shuffled, _ = block(x[:, permutation])
+    out = block(x)
+    shuffled = block(x[:, permutation])
     torch.testing.assert_close(shuffled, out[:, permutation], atol=ATOL, rtol=1e-5)
 
 

@@ -10,22 +10,24 @@ import nbformat
 import pytest
 import torch
 
-from course_lib.grading import budget, hidden, sandbox, trusted
-from course_lib.grading.gradebook import FORMULA_STARTS, GradeRow, gradebook_csv, inert
-from course_lib.grading.sandbox import Returned, run_bounded
-from course_lib.grading.static_check import StaticFindings, static_flags
-from course_lib.grading.submission import (
+from course_lib.grading import hidden
+from course_lib.grading.isolation import budget, sandbox
+from course_lib.grading.isolation.sandbox import Returned, run_bounded
+from course_lib.grading.pages.gradebook import FORMULA_STARTS, GradeRow, gradebook_csv, inert
+from course_lib.grading.verdicts import trusted
+from course_lib.grading.verdicts.static_check import StaticFindings, static_flags
+from course_lib.grading.verdicts.verdict import (
+    HiddenTest,
+    judge,
+    resolve_exception,
+)
+from course_lib.grading.workflow.submission import (
     MAX_DEPTH,
     MAX_FILES,
     MAX_FILES_BYTES,
     Refused,
     explain_error,
     stage_files,
-)
-from course_lib.grading.verdict import (
-    HiddenTest,
-    judge,
-    resolve_exception,
 )
 
 TEST = HiddenTest("ex", lambda g: {}, lambda x: {})

@@ -15,8 +15,7 @@ import numpy as np
 import pytest
 import torch
 
-from course_lib.grading import hidden, trusted
-from course_lib.grading.grade import GradingError
+from course_lib.grading import hidden
 from course_lib.grading.hidden import (
     HiddenTest,
     HiddenTestError,
@@ -25,8 +24,9 @@ from course_lib.grading.hidden import (
     load_or_create_key,
 )
 from course_lib.grading.runner import prepare_folder
-from course_lib.grading.static_check import static_flags
-from course_lib.grading.verdict import (
+from course_lib.grading.verdicts import trusted
+from course_lib.grading.verdicts.static_check import static_flags
+from course_lib.grading.verdicts.verdict import (
     UnusableResults,
     Verdict,
     build_reference,
@@ -35,6 +35,7 @@ from course_lib.grading.verdict import (
     parse_results,
     seed_for,
 )
+from course_lib.grading.workflow.grade import GradingError
 
 
 def read_results(path):

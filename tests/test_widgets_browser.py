@@ -19,7 +19,7 @@ from course_lib.widgets.embed import embedded_html, site_script, site_styles
 from course_lib.widgets.explorer import attention_explorer
 from course_lib.widgets.quiz import load_bank, question_data
 from tests.accessibility import axe_violations
-from tests.browser_support import chromium_browser, require_browser
+from tests.browser_support import require_browser
 
 require_browser(module_level=True)
 
@@ -39,12 +39,6 @@ def page_html(*blocks: str) -> str:
     return (f"<!doctype html><html lang='en'><head><meta charset='utf-8'><title>widgets</title>"
             f"<style>{site_styles()}</style></head><body><main>{''.join(blocks)}</main>"
             f"<script>{site_script()}</script></body></html>")
-
-
-@pytest.fixture(scope="module")
-def browser():
-    with chromium_browser() as chromium:
-        yield chromium
 
 
 def open_page(browser, html: str, query: str = ""):

@@ -211,7 +211,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"{len(changed)} notebook(s) changed")
         return 0
     if args.command == "assign":
-        from course_lib.grading.assign import AssignError, assign
+        from course_lib.grading.workflow.assign import AssignError, assign
 
         try:
             written = assign(args.lessons or None)
@@ -222,7 +222,7 @@ def main(argv: list[str] | None = None) -> int:
             print(f"wrote {path}")
         return 0
     if args.command == "grade":
-        from course_lib.grading.grade import GradingError, grade_cli
+        from course_lib.grading.workflow.grade import GradingError, grade_cli
 
         try:
             return grade_cli(args)
@@ -242,7 +242,7 @@ def main(argv: list[str] | None = None) -> int:
 
         return results_cli(args)
     if args.command == "bench":
-        from course_lib.experiments.bench import bench_cli
+        from course_lib.experiments.benchmarks import bench_cli
 
         return bench_cli(args)
     if args.command in ("site", "slides"):

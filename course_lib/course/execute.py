@@ -11,6 +11,7 @@ TCP ports, so two kernels started one after the other can never be handed the sa
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import os
@@ -22,6 +23,11 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import nbformat
+
+try:
+    import fcntl
+except ImportError:  # Windows
+    fcntl = None
 
 from course_lib.widgets import controls
 
@@ -82,8 +88,9 @@ def execute(notebook: Path, target: Path, profile: str, *, env: dict | None = No
     raises fails the run with ``nbclient.exceptions.CellExecutionError``."""
     from nbclient import NotebookClient
 
-    if profile not in CELL_TIMEOUT_S:
-        raise ValueError(f"profile must be one of {sorted(CELL_TIMEOUT_S)}, got {profile!r}")
+    from course_lib.arguments import check_choice  # not at the top: it imports torch
+
+    check_choice("profile", profile, CELL_TIMEOUT_S)
     nb = nbformat.read(notebook, as_version=4)
     manager = _kernel_manager(nb.metadata.get("kernelspec", {}).get("name", KERNEL_NAME))
     start = time.perf_counter()
@@ -109,15 +116,40 @@ SITE_ENV = {controls.SITE_ENV: "48"}
 def execute_cached(notebook: Path, cache: Path, profile: str, *, rerun: bool = False) -> Executed:
     """The executed copy of ``notebook`` from ``cache`` (run for the site, ``SITE_ENV``),
     executing it first when its cells or the profile changed since the copy was made (or when
-    ``rerun``)."""
+    ``rerun``). Processes that share ``cache`` take turns on a notebook, so a lesson one of
+    them is executing is reused by the others, not executed twice."""
     key = cells_key(notebook, profile + json.dumps(SITE_ENV))
     target = cache / profile / f"{notebook.stem}-{key}.ipynb"
-    if target.is_file() and not rerun:
-        return Executed(notebook, target, None)
-    for stale in (cache / profile).glob(f"{notebook.stem}-*.ipynb"):
-        stale.unlink()
-    seconds = execute(notebook, target, profile, env=SITE_ENV)
+    with one_at_a_time(cache / profile / f"{notebook.stem}.lock"):
+        if target.is_file() and not rerun:
+            return Executed(notebook, target, None)
+        for stale in (cache / profile).glob(f"{notebook.stem}-*.ipynb"):
+            stale.unlink()
+        seconds = execute(notebook, target, profile, env=SITE_ENV)
     return Executed(notebook, target, seconds)
+
+
+@contextlib.contextmanager
+def one_at_a_time(lock: Path):
+    """Hold an exclusive lock on the file ``lock`` (made if missing) while the block runs: a
+    second process waits for the first. Where the system has no ``fcntl``, nothing is held."""
+    lock.parent.mkdir(parents=True, exist_ok=True)
+    with open(lock, "a") as handle:
+        if fcntl is not None:
+            fcntl.flock(handle, fcntl.LOCK_EX)  # released when the file closes
+        yield
+
+
+# Where the site and the decks keep executed lessons: build/site/<profile>/executed, or the
+# folder this variable names (the test suite shares one folder between its workers for a
+# session, so the lessons its tests run are the ones its site and decks are built from).
+EXECUTED_CACHE_VARIABLE = "COURSE_EXECUTED_CACHE"
+
+
+def executed_cache(default: Path) -> Path:
+    """The folder of executed lessons: ``$COURSE_EXECUTED_CACHE`` where set, else ``default``."""
+    named = os.environ.get(EXECUTED_CACHE_VARIABLE)
+    return Path(named) if named else default
 
 
 def with_outputs(current: dict, executed: dict) -> dict:

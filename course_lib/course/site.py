@@ -31,7 +31,7 @@ from pathlib import Path
 
 import yaml
 
-from course_lib.course.execute import execute_cached, with_outputs
+from course_lib.course.execute import execute_cached, executed_cache, with_outputs
 from course_lib.course.links import broken_html_links
 from course_lib.course.syllabus import COURSE_ROOT, LESSONS
 from course_lib.course.web_assets import copy_assets
@@ -173,7 +173,8 @@ def stage(profile: str, root: Path = COURSE_ROOT, *, rerun: bool = False,
         notebook = root / lesson.notebook
         print(f"[site] lesson {lesson.number}: executing in the {profile} profile "
               f"(reused if unchanged)", flush=True)
-        done = execute_cached(notebook, folder / "executed", profile, rerun=rerun)
+        done = execute_cached(notebook, executed_cache(folder / "executed"), profile,
+                              rerun=rerun)
         if report is not None:
             report.executed[lesson.number] = done.seconds
         merged = site_links(with_outputs(json.loads(notebook.read_text()),

@@ -30,7 +30,7 @@ from pathlib import Path
 from markdown_it import MarkdownIt
 from mdit_py_plugins.dollarmath import dollarmath_plugin
 
-from course_lib.course.execute import execute_cached, with_outputs
+from course_lib.course.execute import execute_cached, executed_cache, with_outputs
 from course_lib.course.site import TITLE, site_folder
 from course_lib.course.site_widgets import WIDGET_VIEW
 from course_lib.course.slide_check import deck_overflows
@@ -325,8 +325,8 @@ def build_slides(profile: str = "full", lessons: list[str] | None = None,
     md, decks = markdown_renderer(), []
     for lesson in chosen:
         print(f"[slides] lesson {lesson.number}", flush=True)
-        done = execute_cached(root / lesson.notebook, site_folder(profile, root) / "executed",
-                              profile)
+        done = execute_cached(root / lesson.notebook,
+                              executed_cache(site_folder(profile, root) / "executed"), profile)
         notebook = with_outputs(json.loads((root / lesson.notebook).read_text()),
                                 json.loads(done.executed.read_text()))
         slides = lesson_slides(notebook, md)

@@ -8,8 +8,9 @@ from dataclasses import dataclass
 import torch
 
 from course_lib.arguments import check_index, check_pair, check_positive_int
-from course_lib.data.vocab import PAD_ID, Vocab
+from course_lib.data.vocab import Vocab
 from course_lib.seeding import make_generator
+from course_lib.tokens import PAD_ID
 
 
 @dataclass

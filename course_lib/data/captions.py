@@ -27,9 +27,10 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from course_lib.arguments import check_index
+from course_lib.arguments import check_choice, check_index
 from course_lib.data.batching import pad
-from course_lib.data.vocab import BOS_ID, EOS_ID, PAD_ID, Vocab
+from course_lib.data.vocab import Vocab
+from course_lib.tokens import BOS_ID, EOS_ID, PAD_ID
 
 Box = tuple[int, int, int, int]
 DATASETS = ("digits", "shapes")
@@ -79,12 +80,11 @@ class CaptionSet:
 
 
 def _split_rng(seed: int, name: str, split: str) -> np.random.Generator:
-    if split not in SPLITS:
-        raise ValueError(f"split must be one of {SPLITS}, got {split!r}")
+    check_choice("split", split, SPLITS)
     return np.random.default_rng([seed, DATASETS.index(name), _SPLIT_OFFSET[split]])
 
 
-# --- digit strips ---------------------------------------------------------------------------
+# Digit strips
 
 
 def digit_pools(seed: int = 0) -> dict[str, np.ndarray]:
@@ -163,7 +163,7 @@ def digit_strips(n: int, split: str = "train", seed: int = 0, min_digits: int = 
                       word_boxes)
 
 
-# --- shape scenes ---------------------------------------------------------------------------
+# Shape scenes
 
 
 def _shape_mask(kind: str, cx: int, cy: int, half: int, height: int, width: int) -> np.ndarray:
@@ -248,12 +248,11 @@ def _shape_scene(image: np.ndarray, rng: np.random.Generator, min_objects: int,
 
 def caption_set(name: str, n: int, split: str = "train", seed: int = 0) -> CaptionSet:
     """``digit_strips`` or ``shape_scenes`` by name."""
-    if name not in DATASETS:
-        raise ValueError(f"data set must be one of {DATASETS}, got {name!r}")
+    check_choice("name", name, DATASETS)
     return (digit_strips if name == "digits" else shape_scenes)(n, split=split, seed=seed)
 
 
-# --- captions as token ids ------------------------------------------------------------------
+# Captions as token ids
 
 
 def caption_vocab(sets: Sequence[CaptionSet]) -> Vocab:

@@ -33,7 +33,6 @@ def word_count(tokens: Sequence[str]) -> int:
     return sum(1 for token in tokens if token[0].isalnum())
 
 
-# ---------------------------------------------------------------------------------------------
 # Abstract sentences
 
 
@@ -62,7 +61,6 @@ class Sentence:
     conjunction: str
 
 
-# ---------------------------------------------------------------------------------------------
 # Sampling with sensible meanings and a target length
 
 
@@ -175,7 +173,6 @@ def estimated_words(sentence: Sentence) -> int:
     return clauses + (1 if len(sentence.clauses) > 1 else 0)
 
 
-# ---------------------------------------------------------------------------------------------
 # Realisation with pyrealb
 
 
@@ -251,7 +248,6 @@ def _realise(sentence: Sentence, language: str) -> str:
     return whole.realize().strip()
 
 
-# ---------------------------------------------------------------------------------------------
 # Gold alignments
 
 

@@ -9,9 +9,10 @@ from __future__ import annotations
 
 import torch
 
+from course_lib.arguments import check_choice
 from course_lib.data.batching import TranslationBatch, pad
-from course_lib.data.vocab import BOS_ID, EOS_ID, SPECIALS
 from course_lib.seeding import make_generator
+from course_lib.tokens import BOS_ID, EOS_ID, SPECIALS
 
 TASKS = ("copy", "reverse")
 
@@ -23,8 +24,7 @@ def sequence_task(kind: str = "reverse", n: int = 64, n_symbols: int = 10, min_l
     Shapes: ``src`` (n, max_len + 1) (EOS appended), ``tgt_in``/``tgt_out`` (n, max_len + 1);
     CPU tensors.
     """
-    if kind not in TASKS:
-        raise ValueError(f"kind must be one of {TASKS}, got {kind!r}")
+    check_choice("kind", kind, TASKS)
     if not 1 <= min_len <= max_len or n < 1 or n_symbols < 1:
         raise ValueError(f"need n >= 1, n_symbols >= 1 and 1 <= min_len <= max_len, got n={n}, "
                          f"n_symbols={n_symbols}, min_len={min_len}, max_len={max_len}")

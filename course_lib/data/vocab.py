@@ -5,10 +5,10 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Iterable, Sequence
 
-from course_lib.tokens import BOS, BOS_ID, EOS, EOS_ID, PAD, PAD_ID, SPECIALS, UNK, UNK_ID
+from course_lib.tokens import BOS_ID, EOS_ID, PAD_ID, SPECIALS, UNK_ID
 
-# The special tokens are defined in course_lib.tokens and importable from here too.
-__all__ = ["BOS", "BOS_ID", "EOS", "EOS_ID", "PAD", "PAD_ID", "SPECIALS", "UNK", "UNK_ID", "Vocab"]
+# The special token ids are defined in course_lib.tokens and importable from here too.
+__all__ = ["BOS_ID", "EOS_ID", "PAD_ID", "UNK_ID", "Vocab"]
 
 
 class Vocab:

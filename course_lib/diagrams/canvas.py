@@ -15,6 +15,8 @@ import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
+from course_lib.arguments import check_choice
+
 # Fill colours by what a box is; the legend names them.
 KINDS = {
     "input": ("#dbe9f6", "input"),
@@ -82,9 +84,7 @@ class Box:
     shows_shape: bool = True
 
     def __post_init__(self) -> None:
-        if self.kind not in KINDS:
-            raise ValueError(f"box {self.key!r}: kind must be one of {sorted(KINDS)}, "
-                             f"got {self.kind!r}")
+        check_choice(f"box {self.key!r}: kind", self.kind, KINDS)
 
 
 @dataclass(frozen=True)

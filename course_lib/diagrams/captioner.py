@@ -6,7 +6,7 @@ from __future__ import annotations
 from course_lib.diagrams.canvas import Arrow, Box, Diagram, Dims
 from course_lib.diagrams.recurrent import ROW
 from course_lib.models.captioner import CaptionerConfig, CNNEncoder
-from course_lib.models.pointer import HardAttentionConfig
+from course_lib.models.pointer import PointerConfig
 
 
 def _stages(config: CaptionerConfig) -> str:
@@ -77,7 +77,7 @@ def show_attend_tell_diagram(config: CaptionerConfig, image_size: tuple[int, int
     return Diagram(f"Show, Attend and Tell ({gate})", boxes, arrows, dims)
 
 
-def hard_vs_soft_diagram(config: HardAttentionConfig, items: int, batch: int = 32) -> Diagram:
+def hard_vs_soft_diagram(config: PointerConfig, items: int, batch: int = 32) -> Diagram:
     """Lesson 06's pointer network read two ways: soft attention averages the values with the
     weights a; hard attention samples one item j ~ Categorical(a) and reads its value alone."""
     dims = Dims({"B": batch, "S": items, "d": config.dim, "d_v": config.value_dim,

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
+from course_lib.arguments import check_choice
 from course_lib.diagrams.canvas import Arrow, Box, Diagram, Dims
 from course_lib.models.attention_seq2seq import AttentionSeq2SeqConfig
 from course_lib.models.seq2seq import Seq2SeqConfig
@@ -41,8 +42,7 @@ def encoder_decoder_diagram(config: Seq2SeqConfig, handover: str = "both", batch
     """The RNN encoder–decoder unrolled over three source and three target steps, with the
     context c handed to the decoder as ``handover`` says (one of :data:`HANDOVERS`): the
     encoder along the bottom, the decoder above and to its right."""
-    if handover not in HANDOVERS:
-        raise ValueError(f"handover must be one of {list(HANDOVERS)}, got {handover!r}")
+    check_choice("handover", handover, HANDOVERS)
     dims = Dims({"B": batch, "d_e": config.embed_dim, "H": config.hidden_size,
                  "V": config.tgt_vocab_size})
     as_init, copies = handover in ("init", "both"), handover == "copy"

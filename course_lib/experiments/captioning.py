@@ -32,15 +32,12 @@ from course_lib.data.captions import (
 )
 from course_lib.data.vocab import Vocab
 from course_lib.device import get_device
-from course_lib.experiments.caption_metrics import (  # noqa: F401 (lessons import them here)
-    CONTENT_WORDS,
-    caption_images,
-    evaluate_captioner,
-)
+from course_lib.experiments.caption_metrics import CONTENT_WORDS, evaluate_captioner
 from course_lib.experiments.registry import Experiment
 from course_lib.experiments.runs import (
     DEFAULT_SEED,
     MODEL_CACHE,
+    RunOptions,
     cache_file,
     run_metadata,
     save_figure,
@@ -55,8 +52,9 @@ from course_lib.models.captioner import CaptionerConfig, ShowAttendTell, caption
 from course_lib.profile import by_profile
 from course_lib.seeding import REPRODUCE_THREADS, fixed_threads, seed_everything
 from course_lib.train.history import EarlyStopping, History
-from course_lib.train.loop import epochs_for, fit
+from course_lib.train.loop import fit
 from course_lib.train.schedules import cosine_decay
+from course_lib.train.trainer import epochs_for
 
 IN_CHANNELS = {"digits": 1, "shapes": 3}
 CAPTION_STEPS = 4500  # 12 epochs of 12,000 images in batches of 32
@@ -194,14 +192,15 @@ def captioner_path(name: str, settings: CaptioningSettings, cache_dir: Path = MO
 
 
 def _train(data: CaptionData, settings: CaptioningSettings, device: torch.device,
-           progress: bool, live_plot: bool | None, resume_path: Path | None = None
+           options: RunOptions, resume_path: Path | None = None
            ) -> tuple[ShowAttendTell, dict]:
     """A captioner trained from scratch on ``settings.threads`` threads, and its record."""
     with fixed_threads(settings.threads):
         seed_everything(settings.seed)
         model = ShowAttendTell(settings.model)
-        history, wall_s = train_captioner(model, data, settings, device, progress=progress,
-                                          live_plot=live_plot, resume_path=resume_path)
+        history, wall_s = train_captioner(model, data, settings, device,
+                                          progress=options.progress,
+                                          live_plot=options.live_plot, resume_path=resume_path)
     return model, {"history": history.records, "wall_s": wall_s,
                    "cut_short": bool(history.stopped_by_time)}
 
@@ -228,55 +227,50 @@ def _caption_record(model: ShowAttendTell, settings: CaptioningSettings, data: C
 
 def reproduce_captioning(datasets: str | tuple[str, ...] | list[str] = DATASETS,
                          seed: int = DEFAULT_SEED, out_dir: Path | None = None, *,
-                         steps: int | None = None, max_minutes: float | None = None,
-                         threads: int | None = None, progress: bool = True,
-                         live_plot: bool | None = None, reuse: bool = False,
-                         use_shipped: bool = False, cache_dir: Path | None = MODEL_CACHE
-                         ) -> CaptioningRun:
+                         options: RunOptions | None = None, **switches) -> CaptioningRun:
     """Train one captioner per data set from scratch with ``seed`` (images, initialisation and
     batch order) and measure it on the test split.
 
-    ``steps``, ``max_minutes`` and ``threads`` replace the step budget, add a safety valve and
-    set the torch threads; every other setting is the data set's
-    (:meth:`CaptioningSettings.build`). Models are saved in ``cache_dir`` (None: not saved);
-    ``reuse=True`` loads a model saved with exactly these settings instead of training it
-    (lessons do; ``course reproduce`` never does); ``use_shipped`` loads the model the course
-    ships for these settings instead of training it. With ``out_dir``, writes ``captioning.json``
+    ``options`` are the run's switches (:class:`~course_lib.experiments.runs.RunOptions`: step
+    budget, safety valve, threads, progress, live plot, model cache, reuse, shipped models), and
+    each of them may be given as a keyword instead (``reuse=True``); every other setting is the
+    data set's (:meth:`CaptioningSettings.build`). With ``out_dir``, writes ``captioning.json``
     and ``captioning.png`` there, or ``captioning-NAME.json`` and ``captioning-NAME.png`` for a
-    single data set given by name. Each data set's record holds its settings.
+    single data set (:meth:`Experiment.result_stem`). Each data set's record holds its settings.
     """
+    options = RunOptions.of(options, **switches)
     names = (datasets,) if isinstance(datasets, str) else tuple(datasets)
     unknown = [n for n in names if n not in DATASETS]
     if unknown or not names:
         raise ValueError(f"unknown data set {unknown[0] if unknown else None!r}; available: "
                          f"{', '.join(DATASETS)}")
-    threads = threads or REPRODUCE_THREADS
     device = get_device()
     run = CaptioningRun({}, {}, {}, {}, {}, {})
     started = time.perf_counter()
     for name in names:
         data = caption_data(name, seed)
-        settings = CaptioningSettings.build(name, seed, data.vocab, steps=steps,
-                                            max_minutes=max_minutes, threads=threads)
-        path = None if cache_dir is None else captioner_path(name, settings, cache_dir)
+        settings = CaptioningSettings.build(name, seed, data.vocab, steps=options.steps,
+                                            max_minutes=options.max_minutes,
+                                            threads=options.torch_threads)
+        path = None if options.cache_dir is None else \
+            captioner_path(name, settings, options.cache_dir)
         model, extra = train_or_load(
-            path, ShowAttendTell, device, reuse=reuse, label=name,
+            path, ShowAttendTell, device, reuse=options.reuse, label=name,
             train=lambda resume, data=data, settings=settings: _train(
-                data, settings, device, progress, live_plot, resume),
+                data, settings, device, options, resume),
             reference=reference_loader("captioning", name, settings, ShowAttendTell, device)
-            if use_shipped else None)
+            if options.use_shipped else None)
         history = History(records=extra["history"])
-        with fixed_threads(threads):
+        with fixed_threads(options.torch_threads):
             evaluation = evaluate_captioner(model, name, data.test, data.vocab,
                                             settings.beam_size)
         run.models[name], run.settings[name], run.histories[name] = model, settings, history
         run.data[name], run.evaluations[name] = data, evaluation
         run.result[name] = _caption_record(model, settings, data, evaluation, history, extra)
     run.result.update({"wall_s": round(time.perf_counter() - started, 1),
-                       **run_metadata(seed, device, threads)})
+                       **run_metadata(seed, device, options.torch_threads)})
     if out_dir is not None:
-        out_dir = Path(out_dir)
-        stem = f"captioning-{datasets}" if isinstance(datasets, str) else "captioning"
+        out_dir, stem = Path(out_dir), EXPERIMENT.result_stem(names)
         write_json(run.result, out_dir / f"{stem}.json")
         save_figure(lambda: plot_captioning(run), out_dir / f"{stem}.png")
     return run

@@ -46,10 +46,10 @@ def step_budget(name: str, record: dict) -> tuple[str, int, int, float]:
 class Experiment:
     """One experiment of ``course reproduce``: see the module docstring for each part.
 
-    ``reproduce(models, seed, out_dir=None, *, steps=None, max_minutes=None, threads=None,
-    reuse=False, progress=True, live_plot=None, cache_dir=...)`` trains (or, with ``reuse``,
-    loads) ``models`` (a name: one model, written as ``NAME-MODEL.json``; a tuple: several,
-    ``NAME.json``) and returns a run with ``result`` (the JSON) and ``table()`` (Markdown).
+    ``reproduce(models, seed, out_dir=None, *, options=RunOptions())`` trains (or, as the
+    :class:`~course_lib.experiments.runs.RunOptions` say, loads) ``models`` (a name or several),
+    writes the result in ``out_dir`` under the name :meth:`result_stem` gives, and returns a run
+    with ``result`` (the JSON) and ``table()`` (Markdown).
     ``model_option`` is the command-line flag that picks one model (``--model`` or
     ``--dataset``); ``after`` names experiments whose models must be trained first (``course
     reproduce all`` orders its jobs by it); ``family`` groups experiments whose metrics share
@@ -103,6 +103,17 @@ class Experiment:
             option = f" --{self.model_option} {self.model_option.upper()}" \
                 if len(self.models) > 1 else ""
             object.__setattr__(self, "command", f"course reproduce {self.name}{option} --seed N")
+
+    def result_stem(self, models: tuple[str, ...]) -> str:
+        """The name of the files a run of ``models`` writes (``STEM.json``, ``STEM.png``):
+        ``NAME-MODEL`` for one model of an experiment that declares several (what ``course
+        reproduce NAME --model MODEL`` writes), else ``NAME``, the experiment's own file, which
+        the results page reads first."""
+        if not models:
+            raise ValueError(f"a run of {self.name} needs at least one model, got none")
+        if len(models) == 1 and len(self.models) > 1:
+            return f"{self.name}-{models[0]}"
+        return self.name
 
     def check_model(self, model: str) -> str:
         """``model`` if this experiment trains it, else a ValueError naming the choices."""

@@ -27,8 +27,13 @@ from tqdm.auto import tqdm
 from course_lib.experiments.catalogue import REGISTRY, measured_training
 from course_lib.experiments.registry import Experiment, Registry
 from course_lib.experiments.results_page import write_results_page
-from course_lib.experiments.runs import DEFAULT_SEED, RESULTS_DIR, seed_dir
-from course_lib.experiments.shipped import ShippedModelError, check_shipped, ship
+from course_lib.experiments.runs import DEFAULT_SEED, RESULTS_DIR, RunOptions, seed_dir
+from course_lib.experiments.shipped import (
+    ShippedModelError,
+    check_shipped,
+    outputs_on_test_split,
+    ship,
+)
 from course_lib.paths import COURSE_ROOT
 from course_lib.profile import get_profile
 
@@ -114,14 +119,14 @@ def parse_seeds(text: str) -> list[int]:
 def run_experiment(experiment: str, seed: int, out_dir: Path, only: str | None = None,
                    max_minutes: float | None = None, threads: int | None = None,
                    reuse: bool = False, progress: bool = True, registry: Registry = REGISTRY,
-                   use_shipped: bool = False) -> tuple[dict, str]:
-    """Run one experiment for one seed into ``out_dir``; returns its result and table."""
+                   use_shipped: bool = False):
+    """Run one experiment for one seed into ``out_dir`` (``only``: just that model); returns
+    the run (its ``result``, its ``table()``, its models' outputs)."""
     declared = registry[experiment]
-    models = declared.check_model(only) if only else declared.default_models
-    shipped = {"use_shipped": True} if use_shipped else {}
-    run = declared.reproduce(models, seed, out_dir, max_minutes=max_minutes, threads=threads,
-                             reuse=reuse, progress=progress, **shipped)
-    return run.result, run.table()
+    models = (declared.check_model(only),) if only else declared.default_models
+    options = RunOptions(max_minutes=max_minutes, threads=threads, reuse=reuse,
+                         progress=progress, use_shipped=use_shipped)
+    return declared.reproduce(models, seed, out_dir, options=options)
 
 
 def cut_short(result: dict) -> list[str]:
@@ -143,9 +148,9 @@ def _train_one(experiment: str, name: str, seed: int, out_dir: Path,
                max_minutes: float | None, threads: int | None) -> tuple[str, str, int, list[str]]:
     """One model of one seed (loaded instead when saved with the same settings): a job of
     :func:`reproduce_all`, run in the calling process or in a worker process."""
-    result, _ = run_experiment(experiment, seed, out_dir, only=name, max_minutes=max_minutes,
-                               threads=threads, reuse=True, progress=False)
-    return experiment, name, seed, cut_short(result)
+    run = run_experiment(experiment, seed, out_dir, only=name, max_minutes=max_minutes,
+                         threads=threads, reuse=True, progress=False)
+    return experiment, name, seed, cut_short(run.result)
 
 
 def _jobs(phase: list[Experiment], seeds: list[int]) -> list[tuple[str, str, int]]:
@@ -256,6 +261,8 @@ def reproduce_cli(args, registry: Registry = REGISTRY) -> int:
         problem = "--ship is for one experiment's full budget, without --max-minutes"
     if problem is None and args.max_minutes is not None and args.max_minutes <= 0:
         problem = f"--max-minutes must be positive, got {args.max_minutes}"
+    if problem is None and args.threads is not None and args.threads < 1:
+        problem = f"--threads must be at least 1, got {args.threads}"
     try:
         seeds = _seeds_of(args)
     except ValueError as error:
@@ -278,16 +285,17 @@ def reproduce_cli(args, registry: Registry = REGISTRY) -> int:
         print(f"course reproduce {args.experiment}, seed {seed}: "
               f"{budget_text(args.experiment, only, registry)}.", file=sys.stderr)
         out_dir = seed_dir(seed, results_dir)
-        result, table = run_experiment(args.experiment, seed, out_dir, only, args.max_minutes,
-                                       args.threads, reuse=args.ship, registry=registry,
-                                       use_shipped=args.use_shipped)
-        print(table)
-        warn_if_cut_short(result, args.max_minutes)
+        run = run_experiment(args.experiment, seed, out_dir, only, args.max_minutes,
+                             args.threads, reuse=args.ship, registry=registry,
+                             use_shipped=args.use_shipped)
+        print(run.table())
+        warn_if_cut_short(run.result, args.max_minutes)
         print(f"wrote results to {out_dir}")
         if args.ship:
             declared = registry[args.experiment]
-            for name, record in declared.records(result).items():
-                entry = ship(declared, name, seed, record)
+            for name, record in declared.records(run.result).items():
+                entry = ship(declared, name, seed, record,
+                             outputs=outputs_on_test_split(run, name))
                 print(f"shipped {entry.file} ({entry.bytes:,} bytes)")
     return 0
 

@@ -1,6 +1,6 @@
-"""What every ``course reproduce`` experiment shares: where results and trained models live,
-training a model or loading the one already trained with the same settings, and writing the
-JSON record and the figure of a run.
+"""What every ``course reproduce`` experiment shares: the switches of a run
+(:class:`RunOptions`), where results and trained models live, training a model or loading the
+one already trained with the same settings, and writing the JSON record and the figure of a run.
 
 A trained model is kept in :data:`MODEL_CACHE` under a file name that digests everything that
 decides it (the experiment's settings, the data, the torch version), so a changed setting
@@ -15,6 +15,7 @@ import os
 import platform
 import sys
 from collections.abc import Callable
+from dataclasses import dataclass, fields, replace
 from pathlib import Path
 from typing import Any
 
@@ -23,6 +24,7 @@ from torch import nn
 
 from course_lib.paths import COURSE_ROOT, cache_dir, display_path
 from course_lib.profile import get_profile
+from course_lib.seeding import REPRODUCE_THREADS
 from course_lib.train.checkpoint import CheckpointError, load_checkpoint, save_checkpoint
 from course_lib.train.resume import TrainingInterrupted
 
@@ -30,6 +32,62 @@ DEFAULT_SEED = 0
 # Trained models, keyed by their settings; COURSE_MODEL_CACHE moves the folder (read at import).
 MODEL_CACHE = Path(os.environ.get("COURSE_MODEL_CACHE") or cache_dir("models"))
 RESULTS_DIR = COURSE_ROOT / "results"
+
+
+@dataclass(frozen=True)
+class RunOptions:
+    """The switches of one run of an experiment's ``reproduce``, the same for every experiment
+    and every seed; what decides a model (the seed and the experiment's settings) is not here.
+
+    ``steps`` replaces the profile's step budget and ``max_minutes`` adds a safety valve on
+    training time (both enter the settings, so a model trained with them is saved under a name
+    of its own); ``threads`` sets the torch threads (None: :data:`REPRODUCE_THREADS`, the count
+    the documented numbers were measured with). ``progress`` shows the progress bars and
+    ``live_plot`` draws the curves as the model trains (None: in notebooks only). Trained models
+    are saved in ``cache_dir`` (None: not saved); ``reuse`` loads a model saved there with
+    exactly these settings instead of training it (lessons do; ``course reproduce`` does for the
+    models ``course reproduce all`` trained), and ``use_shipped`` loads the reference model the
+    course ships for these settings (:mod:`course_lib.experiments.shipped`)."""
+
+    steps: int | None = None
+    max_minutes: float | None = None
+    threads: int | None = None
+    progress: bool = True
+    live_plot: bool | None = None
+    reuse: bool = False
+    use_shipped: bool = False
+    cache_dir: Path | None = MODEL_CACHE
+
+    def __post_init__(self) -> None:
+        for name in ("steps", "threads"):
+            value = getattr(self, name)
+            if value is not None and (isinstance(value, bool) or not isinstance(value, int)
+                                      or value < 1):
+                raise ValueError(f"{name} must be a positive int or None, got {value!r}")
+        if self.max_minutes is not None and not self.max_minutes > 0:
+            raise ValueError(f"max_minutes must be positive or None, got {self.max_minutes!r}")
+        if self.cache_dir is not None:
+            object.__setattr__(self, "cache_dir", Path(self.cache_dir))
+
+    @classmethod
+    def of(cls, options: RunOptions | None = None, **switches: Any) -> RunOptions:
+        """``options`` (None: the defaults) with the ``switches`` named as its fields replaced:
+        ``reproduce_bottleneck("none", reuse=True)`` runs with ``RunOptions.of(reuse=True)``. A
+        name that is not a field is refused as Python refuses an unknown keyword argument."""
+        known = [f.name for f in fields(cls)]
+        unknown = sorted(set(switches) - set(known))
+        if unknown:
+            raise TypeError(f"unknown run option {unknown[0]!r}; the run options are "
+                            f"{', '.join(known)}")
+        if options is not None and not isinstance(options, cls):
+            raise TypeError(f"options must be a RunOptions or None, got "
+                            f"{type(options).__name__}")
+        return replace(options or cls(), **switches)
+
+    @property
+    def torch_threads(self) -> int:
+        """The torch threads the run trains and measures on."""
+        return self.threads or REPRODUCE_THREADS
 
 
 def seed_dir(seed: int, results_dir: Path = RESULTS_DIR) -> Path:

@@ -60,10 +60,25 @@ class ShippedModel:
     metrics: dict
     torch: str
     profile: str = "full"
+    outputs_sha256: str | None = None  # outputs_digest of its test-split outputs
 
     @property
     def label(self) -> str:
         return f"{self.experiment} {self.model} (seed {self.seed})"
+
+
+def outputs_digest(outputs: list[str]) -> str:
+    """The sha256 of a model's outputs on its test split, one per line: the same digest, the
+    same outputs, word for word."""
+    return hashlib.sha256("\n".join(outputs).encode()).hexdigest()
+
+
+def outputs_on_test_split(run, model: str) -> list[str]:
+    """What ``model`` of ``run`` produced on its test split: its greedy translations, or its
+    greedy captions (words joined by spaces)."""
+    if hasattr(run, "evaluations"):  # a captioning run
+        return [" ".join(caption) for caption in run.evaluations[model]["captions"]]
+    return run.hypotheses[model] if isinstance(run.hypotheses, dict) else run.hypotheses
 
 
 def read_manifest(folder: Path | None = None) -> dict[tuple[str, str, int], ShippedModel]:
@@ -159,11 +174,11 @@ MAX_TOTAL_BYTES = 25 * 10**6  # every shipped file together
 
 
 def ship(experiment, model: str, seed: int, record: dict, folder: Path | None = None,
-         cache_dir: Path = MODEL_CACHE) -> ShippedModel:
+         cache_dir: Path = MODEL_CACHE, outputs: list[str] | None = None) -> ShippedModel:
     """Copy the model ``course reproduce`` saved for ``experiment``'s ``model`` and ``seed``
     (in the active profile) into ``folder`` and list it in the manifest with ``record``'s
-    test metrics; refuses a file over :data:`MAX_FILE_BYTES` or a total over
-    :data:`MAX_TOTAL_BYTES`."""
+    test metrics and the digest of its ``outputs`` (:func:`outputs_on_test_split`); refuses a
+    file over :data:`MAX_FILE_BYTES` or a total over :data:`MAX_TOTAL_BYTES`."""
     folder = Path(folder or SHIPPED_DIR)
     settings = experiment.settings(model, seed)
     source = experiment.checkpoint(model, settings, cache_dir)
@@ -186,7 +201,8 @@ def ship(experiment, model: str, seed: int, record: dict, folder: Path | None = 
                  "test": {label.split(": ", 1)[-1]: value
                           for label, value in experiment.metrics(model, record)
                           if value is not None}},
-        torch=torch.__version__, profile=get_profile())
+        torch=torch.__version__, profile=get_profile(),
+        outputs_sha256=None if outputs is None else outputs_digest(outputs))
     Path(folder).mkdir(parents=True, exist_ok=True)
     (Path(folder) / entry.file).write_bytes(data)
     entries[experiment.name, model, seed] = entry

@@ -10,19 +10,21 @@ import torch
 
 from course_lib.data.batching import TranslationBatch
 from course_lib.device import to_device
-from course_lib.experiments.bottleneck import BottleneckSettings
-from course_lib.experiments.translation import Vocabs, translator_from_config
+from course_lib.experiments.translation import BottleneckSettings, Vocabs, translator_from_config
 from course_lib.models import count_parameters
 from course_lib.models.seq2seq import translation_loss
 from course_lib.models.transformer import Transformer, TransformerConfig, transformer_loss
 from course_lib.seeding import seed_everything
 from course_lib.timing import paired_medians
+from course_lib.tokens import SPECIALS
 
 
 def _random_batch(vocabs: Vocabs, batch: int, length: int, generator) -> TranslationBatch:
-    """Random ids, every sentence ``length`` tokens on both sides (no padding)."""
-    src = torch.randint(4, len(vocabs.src), (batch, length), generator=generator)
-    tgt = torch.randint(4, len(vocabs.tgt), (batch, length + 1), generator=generator)
+    """Random ids of ordinary words (no special token), every sentence ``length`` tokens on
+    both sides (no padding)."""
+    first = len(SPECIALS)  # the special tokens take ids 0 .. len(SPECIALS) - 1
+    src = torch.randint(first, len(vocabs.src), (batch, length), generator=generator)
+    tgt = torch.randint(first, len(vocabs.tgt), (batch, length + 1), generator=generator)
     return TranslationBatch(src, torch.full((batch,), length), tgt[:, :-1], tgt[:, 1:],
                             list(range(batch)))
 

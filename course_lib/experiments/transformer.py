@@ -23,20 +23,14 @@ import torch
 
 from course_lib.data.batching import BatchIterator
 from course_lib.data.corpus import Corpus, CorpusConfig, load_corpus
-from course_lib.data.vocab import PAD_ID
 from course_lib.device import get_device
-from course_lib.experiments.bottleneck import (
-    BottleneckSettings,
-    corpus_size,
-    load_measured,
-    results_table,
-    translation_entry,
-)
 from course_lib.experiments.registry import Experiment
 from course_lib.experiments.runs import (
     DEFAULT_SEED,
     MODEL_CACHE,
+    RunOptions,
     cache_file,
+    load_saved,
     run_metadata,
     save_figure,
     train_or_load,
@@ -46,15 +40,22 @@ from course_lib.experiments.shipped import reference_loader
 from course_lib.experiments.step_time import step_time_by_length
 from course_lib.experiments.targets import Target, bleu_of, constant, times
 from course_lib.experiments.translation import (
+    BottleneckSettings,
     Vocabs,
     build_vocabs,
+    checkpoint_path,
+    corpus_size,
     evaluate_translator,
     max_time_s,
+    results_table,
+    translation_entry,
     translation_metrics,
+    translator_class,
 )
 from course_lib.models.transformer import Transformer, TransformerConfig, transformer_loss
 from course_lib.profile import by_profile, get_profile
 from course_lib.seeding import REPRODUCE_THREADS, fixed_threads, seed_everything
+from course_lib.tokens import PAD_ID
 from course_lib.train.history import History
 from course_lib.train.loop import fit
 from course_lib.train.schedules import warmup_inverse_sqrt
@@ -164,8 +165,7 @@ def transformer_path(settings: TransformerSettings, cache_dir: Path = MODEL_CACH
 
 
 def _train(corpus: Corpus, vocabs: Vocabs, settings: TransformerSettings, device: torch.device,
-           progress: bool, live_plot: bool | None, resume_path: Path | None = None
-           ) -> tuple[Transformer, dict]:
+           options: RunOptions, resume_path: Path | None = None) -> tuple[Transformer, dict]:
     """A Transformer trained from scratch on ``settings.threads`` threads, and its record: the
     history, the BLEU curve and the test evaluation."""
     with fixed_threads(settings.threads):
@@ -173,7 +173,7 @@ def _train(corpus: Corpus, vocabs: Vocabs, settings: TransformerSettings, device
         model = Transformer(settings.model)
         curve = BleuCurve(corpus.test, vocabs)
         history = train_transformer(model, corpus, vocabs, settings, device, callbacks=[curve],
-                                    progress=progress, live_plot=live_plot,
+                                    progress=options.progress, live_plot=options.live_plot,
                                     resume_path=resume_path)
         scores = evaluate_translator(model, corpus.test, vocabs)
     return model, {"history": history.records, "curve": curve.points, "scores": scores}
@@ -197,9 +197,10 @@ def reference_results(seed: int, out_dir: Path | None, vocabs: Vocabs,
         for name in REFERENCE_MODELS:
             if name not in found:
                 settings = BottleneckSettings.build(name, seed, vocabs)
-                measured = load_measured(name, settings, device, cache_dir)
-                if measured is not None:
-                    found[name] = {**measured[0], "settings": asdict(settings)}
+                saved = load_saved(checkpoint_path(name, settings, cache_dir),
+                                   translator_class(name), device)
+                if saved is not None:
+                    found[name] = {**saved[1]["entry"], "settings": asdict(settings)}
     return {n: found[n] for n in REFERENCE_MODELS if n in found}
 
 
@@ -242,68 +243,65 @@ class TransformerRun:
 
 def reproduce_transformer(models: str | tuple[str, ...] = "transformer",
                           seed: int = DEFAULT_SEED, out_dir: Path | None = None, *,
-                          steps: int | None = None, max_minutes: float | None = None,
-                          threads: int | None = None, progress: bool = True,
-                          live_plot: bool | None = None, reuse: bool = False,
-                          use_shipped: bool = False, cache_dir: Path | None = MODEL_CACHE,
-                          step_times: bool = True) -> TransformerRun:
+                          options: RunOptions | None = None, step_times: bool = True,
+                          **switches) -> TransformerRun:
     """Train the Transformer (the experiment's one model, ``models``) from scratch with
     ``seed`` (corpus, initialisation and batch order), measure it on the test split beside the
     RNN models of ``course reproduce bottleneck`` where their results exist, and time training
     steps versus length (``step_times``).
 
-    ``steps``, ``max_minutes`` and ``threads`` replace the step budget, add a safety valve and
-    set the torch threads; every other setting is :meth:`TransformerSettings.build`'s. The model
-    is saved in ``cache_dir`` (None: not saved); ``reuse=True`` loads a model saved with exactly
-    these settings (lessons do; ``course reproduce`` never does); ``use_shipped`` loads the
-    model the course ships for these settings instead of training it. With ``out_dir``, writes
-    ``transformer.json`` and ``transformer.png`` there; the model's record holds its settings.
+    ``options`` are the run's switches (:class:`~course_lib.experiments.runs.RunOptions`: step
+    budget, safety valve, threads, progress, live plot, model cache, reuse, shipped models), and
+    each of them may be given as a keyword instead (``reuse=True``); every other setting is
+    :meth:`TransformerSettings.build`'s. With ``out_dir``, writes ``transformer.json`` and
+    ``transformer.png`` there; the model's record holds its settings.
     """
+    options = RunOptions.of(options, **switches)
     if tuple([models] if isinstance(models, str) else models) != ("transformer",):
         raise ValueError(f"unknown model {models!r}; available: transformer")
     corpus = load_corpus(CorpusConfig(size=corpus_size(), seed=seed))
     vocabs = build_vocabs(corpus)
-    settings = TransformerSettings.build(seed, vocabs, steps=steps, max_minutes=max_minutes,
-                                         threads=threads or REPRODUCE_THREADS)
+    settings = TransformerSettings.build(seed, vocabs, steps=options.steps,
+                                         max_minutes=options.max_minutes,
+                                         threads=options.torch_threads)
     device = get_device()
-    path = None if cache_dir is None else transformer_path(settings, cache_dir)
+    path = None if options.cache_dir is None else transformer_path(settings, options.cache_dir)
     model, extra = train_or_load(
-        path, Transformer, device, reuse=reuse, label="transformer",
-        train=lambda resume: _train(corpus, vocabs, settings, device, progress, live_plot,
-                                    resume),
+        path, Transformer, device, reuse=options.reuse, label="transformer",
+        train=lambda resume: _train(corpus, vocabs, settings, device, options, resume),
         reference=reference_loader("transformer", "transformer", settings, Transformer, device)
-        if use_shipped else None)
+        if options.use_shipped else None)
     history, curve, scores = History(records=extra["history"]), extra["curve"], extra["scores"]
     entry = {**translation_entry(scores, model, history, history["train_s"][-1]),
              "settings": asdict(settings)}
-    references = reference_results(seed, out_dir, vocabs, cache_dir, device)
+    result = _comparison(entry, curve, reference_results(seed, out_dir, vocabs,
+                                                         options.cache_dir, device))
+    if step_times:
+        rows, counts = step_time_by_length(vocabs, settings.seed, settings.step_lengths,
+                                           settings.step_batch_size, device)
+        result["step_time_by_length"] = rows
+        result["step_time_params"] = counts
+    result.update(run_metadata(seed, device, settings.threads, corpus))
+    run = TransformerRun(result, model, settings, history, corpus, vocabs, scores["hypotheses"])
+    if out_dir is not None:
+        out_dir, stem = Path(out_dir), EXPERIMENT.result_stem(("transformer",))
+        write_json(result, out_dir / f"{stem}.json")
+        save_figure(lambda: plot_transformer(result), out_dir / f"{stem}.png")
+    return run
+
+
+def _comparison(entry: dict, curve: list[dict], references: dict[str, dict]) -> dict:
+    """The result's records (the Transformer's, then the RNN models' it is compared with), the
+    Bahdanau model's BLEU and training time, and when the Transformer first reached that BLEU."""
     bahdanau = references.get("bahdanau")
     bahdanau_bleu = None if bahdanau is None else bahdanau["bleu"]
-    result = {
+    return {
         "models": {"transformer": entry, **references},
         "bahdanau_bleu": bahdanau_bleu,
         "transformer_wall_s_to_bahdanau_bleu": time_to_reach(curve, bahdanau_bleu),
         "bahdanau_wall_s": None if bahdanau is None else bahdanau["wall_s"],
         "bleu_curve": curve,
     }
-    if step_times:
-        rows, counts = step_time_by_length(vocabs, settings.seed, settings.step_lengths,
-                                           settings.step_batch_size, device)
-        result["step_time_by_length"] = rows
-        result["step_time_params"] = counts
-    long, short = entry["bleu_by_length"].get("31+"), entry["bleu_by_length"].get("1-10")
-    result["targets"] = {
-        "bleu_at_least_95": entry["bleu"] >= 95,
-        "long_at_least_0.95_of_short": None if long is None or short is None
-        else long >= 0.95 * short,
-    }
-    result.update(run_metadata(seed, device, settings.threads, corpus))
-    run = TransformerRun(result, model, settings, history, corpus, vocabs, scores["hypotheses"])
-    if out_dir is not None:
-        out_dir = Path(out_dir)
-        write_json(result, out_dir / "transformer.json")
-        save_figure(lambda: plot_transformer(result), out_dir / "transformer.png")
-    return run
 
 
 def plot_transformer(result: dict):
@@ -346,8 +344,8 @@ def plot_transformer(result: dict):
 
 
 def transformer_table(result: dict) -> str:
-    """The BLEU table of :func:`course_lib.experiments.bottleneck.results_table`, then the other
-    measurements."""
+    """The BLEU table of :func:`course_lib.experiments.translation.results_table`, then the
+    other measurements."""
     lines = [results_table(result), ""]
     reached = result["transformer_wall_s_to_bahdanau_bleu"]
     if result["bahdanau_bleu"] is None:

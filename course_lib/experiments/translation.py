@@ -1,23 +1,37 @@
-"""Training and evaluating translation models on the generated corpus (lessons 02-05, 10)."""
+"""Translation models on the generated corpus (lessons 02-05, 10): the named translators and
+their configs, the settings of one trained translator (:class:`BottleneckSettings`, which the
+Transformer experiment reads too), training, greedy translation, evaluation and the JSON record
+and table every translation experiment writes."""
 
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass, replace
+from dataclasses import asdict, dataclass, replace
+from pathlib import Path
 
 import torch
 from torch import nn
 
+from course_lib.arguments import check_positive_int
 from course_lib.data.batching import BatchIterator
-from course_lib.data.corpus import Corpus
+from course_lib.data.corpus import Corpus, CorpusConfig, load_corpus
 from course_lib.data.sentences import word_count
 from course_lib.data.vocab import Vocab
+from course_lib.experiments.runs import DEFAULT_SEED, MODEL_CACHE, cache_file
 from course_lib.metrics import alignment_accuracy, bleu, bleu_by_length
+from course_lib.models import count_parameters
 from course_lib.models.attention_seq2seq import AttentionSeq2Seq, AttentionSeq2SeqConfig
 from course_lib.models.seq2seq import Seq2Seq, Seq2SeqConfig, translation_loss
+from course_lib.profile import by_profile
+from course_lib.seeding import REPRODUCE_THREADS
+from course_lib.tokens import PAD_ID
 from course_lib.train.history import History
 from course_lib.train.loop import fit
 from course_lib.train.schedules import cosine_decay
+
+# Optimiser steps per translator in the full profile: 8 epochs of the 16,000 training pairs in
+# batches of 128, the same for every model, so every model sees the same batches in the same order.
+BOTTLENECK_STEPS = 1000
 
 
 @dataclass
@@ -46,6 +60,19 @@ class TrainSettings:
     steps: int = 1000
     final_lr_fraction: float | None = 0.05
     max_minutes: float | None = None
+
+
+def bottleneck_training() -> TrainSettings:
+    """The training settings every translator of the bottleneck experiment shares, in the
+    active profile."""
+    return TrainSettings(batch_size=by_profile(fast=32, full=128), lr=3e-3,
+                         steps=by_profile(fast=20, full=BOTTLENECK_STEPS))
+
+
+def corpus_size() -> int:
+    """Sentence pairs of the corpus every translation experiment trains on, in the active
+    profile."""
+    return by_profile(fast=400, full=20000)
 
 
 def max_time_s(max_minutes: float | None) -> float | None:
@@ -181,6 +208,64 @@ def build_translator(name: str, vocabs: Vocabs, hidden_size: int = 256,
     return translator_from_config(translator_config(name, vocabs, hidden_size, embed_dim))
 
 
+def check_width(width: object) -> tuple[int, int]:
+    """``width`` as (hidden size, embedding size): two positive ints, the hidden size even (the
+    encoder runs half of it in each direction)."""
+    if not isinstance(width, (tuple, list)) or len(width) != 2:
+        raise ValueError(f"width must be (hidden size, embedding size), got {width!r}")
+    hidden = check_positive_int("width[0] (the hidden size)", width[0])
+    embed = check_positive_int("width[1] (the embedding size)", width[1])
+    if hidden % 2:
+        raise ValueError(f"width[0] (the hidden size) must be even (half of it runs in each "
+                         f"direction of the encoder), got {hidden}")
+    return hidden, embed
+
+
+@dataclass(frozen=True)
+class BottleneckSettings:
+    """Everything that decides one translator of the bottleneck experiment (lessons 02-05, and
+    the RNN models lesson 10 compares the Transformer with): the seed (the corpus, the
+    initialisation and the batch order all come from it), the corpus size, the model's complete
+    config (vocabulary sizes from the corpus), the training settings and the torch threads."""
+
+    seed: int
+    corpus_size: int
+    model: TranslatorConfig
+    train: TrainSettings
+    threads: int = REPRODUCE_THREADS
+
+    @property
+    def corpus(self) -> CorpusConfig:
+        return CorpusConfig(size=self.corpus_size, seed=self.seed)
+
+    @classmethod
+    def build(cls, name: str, seed: int = DEFAULT_SEED, vocabs: Vocabs | None = None, *,
+              steps: int | None = None, max_minutes: float | None = None,
+              threads: int = REPRODUCE_THREADS, width: tuple[int, int] | None = None,
+              train: TrainSettings | None = None) -> BottleneckSettings:
+        """The settings of model ``name`` with ``seed`` in the active profile; ``vocabs`` (from
+        the corpus of that seed, built when not given) set the model's vocabulary sizes.
+        ``steps`` and ``max_minutes`` replace the step budget and the safety valve of ``train``
+        (default :func:`bottleneck_training`); ``width`` = (hidden size, embedding size)
+        replaces the experiment's."""
+        translator_class(name)  # an unknown name fails here, naming the choices
+        size = corpus_size()
+        vocabs = vocabs or build_vocabs(load_corpus(CorpusConfig(size=size, seed=seed)))
+        hidden, embed = (by_profile(fast=32, full=256), by_profile(fast=16, full=128)) \
+            if width is None else check_width(width)
+        model = translator_config(name, vocabs, hidden_size=hidden, embed_dim=embed)
+        budget = {key: value for key, value in (("steps", steps), ("max_minutes", max_minutes))
+                  if value is not None}
+        return cls(seed, size, model, replace(train or bottleneck_training(), **budget), threads)
+
+
+def checkpoint_path(name: str, settings: BottleneckSettings, cache_dir: Path = MODEL_CACHE
+                    ) -> Path:
+    """Where the translator ``name`` trained with exactly these settings is kept."""
+    return cache_file(f"bottleneck-{name}", [name, settings.corpus.key(), asdict(settings)],
+                      cache_dir)
+
+
 @torch.no_grad()
 def reference_attention(model: nn.Module, pairs: list[dict], vocabs: Vocabs,
                         batch_size: int = 256) -> list[torch.Tensor]:
@@ -201,7 +286,7 @@ def reference_attention(model: nn.Module, pairs: list[dict], vocabs: Vocabs,
         if not isinstance(output, tuple):
             raise TypeError(f"{type(model).__name__} returns no attention weights")
         weights = output[1].float().cpu()  # (B, T, S)
-        target_lengths = (batch.tgt_out != 0).sum(dim=1)  # (B,)
+        target_lengths = (batch.tgt_out != PAD_ID).sum(dim=1)  # (B,)
         for row, index in enumerate(batch.index):
             maps[index] = weights[row, :target_lengths[row], :batch.src_lengths[row]]
     return maps
@@ -220,3 +305,45 @@ def translation_metrics(name: str, record: dict) -> list[tuple[str, float | None
               for bucket, value in record["bleu_by_length"].items()),
             (f"{name}: BLEU overall", record["bleu"]),
             (f"{name}: alignment accuracy", record["alignment_accuracy"])]
+
+
+def _rounded(value: float | None, digits: int = 2) -> float | None:
+    return None if value is None else round(value, digits)
+
+
+def translation_entry(scores: dict, model: nn.Module, history: History, wall_s: float,
+                      alignment: float | None = None) -> dict:
+    """A translation model's JSON record (the same keys for every model of every command):
+    test BLEU overall and by source length, alignment accuracy (None without attention), size,
+    optimiser steps, epochs, training time, final training loss, and ``cut_short`` (True when a
+    ``max_minutes`` safety valve ended training before its step budget)."""
+    return {
+        "bleu": _rounded(scores["bleu"]),
+        "bleu_by_length": {k: _rounded(v) for k, v in scores["bleu_by_length"].items()},
+        "alignment_accuracy": _rounded(alignment, 4),
+        "params": count_parameters(model),
+        "steps": int(history["steps"][-1]),
+        "epochs": len(history),
+        "wall_s": round(wall_s, 1),
+        "final_train_loss": round(history["train_loss"][-1], 6),
+        "cut_short": bool(history.stopped_by_time),
+    }
+
+
+def results_table(result: dict) -> str:
+    """A Markdown table of the translation records of a result (``result["models"]``): BLEU by
+    length, overall, alignment, size, optimiser steps, epochs and training time."""
+    buckets = list(next(iter(result["models"].values()))["bleu_by_length"])
+    header = ["model", *buckets, "overall", "alignment", "params", "steps", "epochs",
+              "train s"]
+    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+
+    def number(value, fmt="{:.1f}"):
+        return "-" if value is None else fmt.format(value)
+
+    for name, e in result["models"].items():
+        cells = [name, *(number(e["bleu_by_length"][b]) for b in buckets), number(e["bleu"]),
+                 number(e["alignment_accuracy"], "{:.1%}"), f"{e['params']:,}",
+                 f"{e['steps']:,}", str(e["epochs"]), f"{e['wall_s']:.0f}"]
+        lines.append("| " + " | ".join(cells) + " |")
+    return "\n".join(lines)

@@ -17,7 +17,7 @@ of an exercise's test cell in ``solutions/``) defines two functions and register
 ``_observe`` runs twice on the same inputs: in the submission's kernel, where the names resolve
 to the student's functions, and in the grader's own process, where they resolve to the
 instructor's solution. The kernel sends back only data (values, or the names of the exceptions
-raised); :mod:`course_lib.grading.verdict` compares the two. An observation may raise: the
+raised); :mod:`course_lib.grading.verdicts.verdict` compares the two. An observation may raise: the
 student's function must then raise the same exception class.
 
 :func:`grade_with` behaves by context:
@@ -69,7 +69,6 @@ class HiddenTest:
     tolerances: dict[str, tuple[float, float]] = field(default_factory=dict)
 
 
-# ---------------------------------------------------------------------------------------------
 # Registering
 
 
@@ -95,7 +94,7 @@ def grade_with(grade_id: str, inputs: Callable, observe: Callable, *,
     ``reimplements``: dotted names of what the exercise re-implements (``course_lib``'s version,
     PyTorch's where the exercise forbids it); a submission that calls one is flagged for the
     instructor. ``tolerances``: ``{observation: (rtol, atol)}`` where the defaults of
-    :func:`course_lib.grading.verdict.compare` do not fit.
+    :func:`course_lib.grading.verdicts.verdict.compare` do not fit.
     """
     test = HiddenTest(grade_id, inputs, _frozen_globals(observe), tuple(reimplements),
                       dict(tolerances or {}))
@@ -120,7 +119,6 @@ def _frozen_globals(function: Callable) -> Callable:
                               function.__defaults__, function.__closure__)
 
 
-# ---------------------------------------------------------------------------------------------
 # Observing: the same code in the kernel and in the grader
 
 
@@ -320,7 +318,6 @@ def resolve(dotted: str) -> Any:
     return None
 
 
-# ---------------------------------------------------------------------------------------------
 # The three contexts
 
 
@@ -369,7 +366,7 @@ def load_or_create_key(path: Path) -> str:
 
     The hidden tests' inputs are drawn from it: keep it with the gradebook and out of students'
     reach. The inputs of a run come from it and the run's nonce
-    (:mod:`course_lib.grading.runs`).
+    (:mod:`course_lib.grading.workflow.runs`).
     """
     if not path.exists():
         path.parent.mkdir(parents=True, exist_ok=True)

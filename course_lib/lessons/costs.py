@@ -25,14 +25,13 @@ from typing import Any, NamedTuple
 import torch
 import torch.nn.functional as F
 
-from course_lib.data.vocab import BOS_ID, PAD_ID
 from course_lib.device import synchronize
+from course_lib.nn.decoding import greedy_search
 from course_lib.nn.self_attention import causal_mask, scaled_dot_product_attention
 from course_lib.timing import median_seconds, peak_memory
+from course_lib.tokens import BOS_ID, PAD_ID
 
-# ---------------------------------------------------------------------------------------------
 # Decoding: the KV cache, timed; log-probabilities of outputs
-# ---------------------------------------------------------------------------------------------
 
 
 class GreedySteps(NamedTuple):
@@ -48,9 +47,11 @@ def greedy_steps(model, src: torch.Tensor, src_lengths: torch.Tensor | None, ste
 
     With the cache (``use_cache=True``) step t feeds only the newest word and attends to the
     stored keys and values of the t earlier ones; without it, step t feeds the whole prefix of
-    t + 1 words again. The words are those of ``Transformer.greedy_decode`` as long as no row
-    has finished. The encoder runs once, before the first step, and is not timed. The model is
-    put in eval mode (dropout off).
+    t + 1 words again. The decoder is :func:`~course_lib.nn.decoding.greedy_search` on the
+    model's ``decoding_step``, as in ``Transformer.greedy_decode``, with ``stop_at_eos=False``:
+    the words are the same as long as no row has finished. Each step's time is that of the
+    model's step (the argmax of its V logits is left out). The encoder runs once, before the
+    first step, and is not timed. The model is put in eval mode (dropout off).
 
     Shapes: ``src`` (B, S), ``src_lengths`` (B,) or None -> tokens (B, steps).
     """
@@ -60,20 +61,20 @@ def greedy_steps(model, src: torch.Tensor, src_lengths: torch.Tensor | None, ste
                          f"{max_len - 1}), got {steps!r}")
     model.eval()
     device = src.device
+    times: list[float] = []
     with torch.no_grad():
-        memory = model.encode(src, src_lengths)
-        cache = model.new_cache() if use_cache else None
-        prefix = torch.full((src.shape[0], 1), BOS_ID, dtype=torch.long, device=device)  # (B, 1)
-        times = []
-        for _ in range(steps):
+        step, state = model.decoding_step(model.encode(src, src_lengths), use_cache)
+
+        def timed(previous: torch.Tensor, state: Any):
             synchronize(device)
             start = time.perf_counter()
-            new_words = prefix[:, -1:] if use_cache else prefix  # (B, 1) or (B, t + 1)
-            logits = model.decode(new_words, memory, cache)[:, -1]  # (B, V)
-            prefix = torch.cat([prefix, logits.argmax(dim=-1, keepdim=True)], dim=1)  # (B, t+2)
+            output = step(previous, state)
             synchronize(device)
             times.append(time.perf_counter() - start)
-    return GreedySteps(prefix[:, 1:], times)
+            return output
+
+        result = greedy_search(timed, state, src.shape[0], steps, device, stop_at_eos=False)
+    return GreedySteps(result.tokens, times)
 
 
 def decode_timing(model, src: torch.Tensor, src_lengths: torch.Tensor | None,
@@ -147,9 +148,7 @@ def sequence_log_prob(model, src: torch.Tensor, src_lengths: torch.Tensor | None
     return picked.masked_fill(tokens == PAD_ID, 0.0).sum(dim=1)  # (B,)
 
 
-# ---------------------------------------------------------------------------------------------
 # Time and memory of attention
-# ---------------------------------------------------------------------------------------------
 
 
 def attention_cost(lengths: Sequence[int], batch: int = 1, heads: int = 4, head_dim: int = 32,

@@ -15,11 +15,12 @@ from dataclasses import dataclass
 import torch
 from torch import nn
 
+from course_lib.arguments import check_choice
 from course_lib.models.pointer import (
     DEFAULT_CLASSES,
     ESTIMATORS,
-    HardAttentionConfig,
     MovingAverageBaseline,
+    PointerConfig,
     PointerNet,
     PointerTask,
     attention_weights,
@@ -46,7 +47,7 @@ def train_pointer(estimator: str, steps: int = 400, batch_size: int = 64, lr: fl
     task_kwargs = dict(task_kwargs or {})
     torch.manual_seed(seed)
     probe = pointer_task(n=1, seed=seed, **task_kwargs)
-    model = PointerNet(HardAttentionConfig(dim=probe.query.shape[1],
+    model = PointerNet(PointerConfig(dim=probe.query.shape[1],
                                            n_classes=task_kwargs.get("n_classes", DEFAULT_CLASSES),
                                            estimator=estimator)).to(device)
     optimizer = torch.optim.Adam(model.parameters(), lr=lr)
@@ -92,8 +93,7 @@ def gradient_samples(model: PointerNet, task: PointerTask, estimator: str, n_sam
     """``n_samples`` independent estimates of ∇_{W_g} of the training loss with ``estimator``
     (``"reinforce"`` with a constant ``baseline``, ``"gumbel"`` with ``temperature``, or
     ``"soft"``) at the model's current weights. Shapes: -> (n_samples, d·d)."""
-    if estimator not in ESTIMATORS:
-        raise ValueError(f"estimator must be one of {ESTIMATORS}, got {estimator!r}")
+    check_choice("estimator", estimator, ESTIMATORS)
     generator = make_generator(seed)
     samples = []
     for _ in range(n_samples):

@@ -30,6 +30,7 @@ import torch
 
 from course_lib.arguments import (
     FLOATING,
+    check_choice,
     check_mask,
     check_same_device,
     check_temperature,
@@ -40,9 +41,7 @@ from course_lib.nn.attention import masked_softmax
 from course_lib.nn.gumbel import gumbel_max_sample
 from course_lib.seeding import make_generator
 
-# ----------------------------------------------------------------------------------------------
 # Soft, hard and sampled attention over a set of items
-# ----------------------------------------------------------------------------------------------
 
 
 def check_lookup_shapes(query: torch.Tensor, keys: torch.Tensor, values: torch.Tensor,
@@ -148,9 +147,7 @@ def sample_hard_attention(query: torch.Tensor, keys: torch.Tensor, values: torch
     return _one_hot_output(index, values, scores, mask)
 
 
-# ----------------------------------------------------------------------------------------------
 # A generated lookup task: hard versus soft attention, and their gradients
-# ----------------------------------------------------------------------------------------------
 
 
 @dataclass
@@ -283,8 +280,7 @@ def train_query_map(task: LookupTask, *, mode: str = "soft", steps: int = 100, l
     Shapes: ``W`` (d, d), applied to a column query as ``q ↦ W q`` (in code ``queries @ W.T``,
     the queries being rows). Returns the loss before every step and ``W``.
     """
-    if mode not in ("soft", "hard"):
-        raise ValueError(f"mode must be 'soft' or 'hard', got {mode!r}")
+    check_choice("mode", mode, ("soft", "hard"))
     dim = task.queries.shape[-1]
     start = torch.randn(dim, dim, generator=make_generator(seed)) * 0.1 / math.sqrt(dim)
     weight = start.to(task.queries.device).requires_grad_(True)  # (d, d)

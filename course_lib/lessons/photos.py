@@ -30,6 +30,7 @@ from torch import nn
 
 from course_lib.arguments import (
     FLOATING,
+    check_choice,
     check_same_device,
     check_temperature,
     check_tensor,
@@ -78,8 +79,7 @@ def photo_path(name: str) -> Path:
     Raises ValueError for an unknown name and FileNotFoundError if the file is not in the
     installed package (scikit-image would then download it, which this module never does).
     """
-    if name not in PHOTO_FILES:
-        raise ValueError(f"unknown photo {name!r}; expected one of {PHOTOS}")
+    check_choice("name", name, PHOTOS)
     _require("skimage")
     spec = importlib.util.find_spec("skimage.data")
     path = Path(spec.origin).parent / PHOTO_FILES[name]

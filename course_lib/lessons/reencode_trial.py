@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 import torch
 from torch import nn
 
-from course_lib.arguments import check_int, check_positive_int
+from course_lib.arguments import check_choice, check_int, check_positive_int
 from course_lib.data.sequence_tasks import sequence_task
 from course_lib.models import count_parameters
 from course_lib.models.attention_seq2seq import AttentionSeq2Seq, AttentionSeq2SeqConfig
@@ -41,13 +41,12 @@ class LengthTrial:
 
 def trial_model(design: str, embed_dim: int, hidden_size: int) -> nn.Module:
     """One design at the given sizes (all three read the same (B, S) sources)."""
+    check_choice("design", design, DESIGNS)
     if design == "one context":
         return Seq2Seq(Seq2SeqConfig(VOCAB, VOCAB, embed_dim, hidden_size, context="both"))
     if design == "re-read per step":
         return ReencodingSeq2Seq(ReencodeConfig(VOCAB, VOCAB, embed_dim, hidden_size))
-    if design == "attention":
-        return AttentionSeq2Seq(AttentionSeq2SeqConfig(VOCAB, VOCAB, embed_dim, hidden_size))
-    raise ValueError(f"design must be one of {DESIGNS}, got {design!r}")
+    return AttentionSeq2Seq(AttentionSeq2SeqConfig(VOCAB, VOCAB, embed_dim, hidden_size))
 
 
 def _logits(model: nn.Module, batch) -> torch.Tensor:

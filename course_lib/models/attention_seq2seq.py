@@ -30,8 +30,11 @@ from dataclasses import dataclass
 import torch
 from torch import nn
 
-from course_lib.arguments import check_lengths, check_model_tokens, check_positive_int
-from course_lib.data.vocab import BOS_ID, EOS_ID, PAD_ID
+from course_lib.arguments import (
+    check_choice,
+    check_lengths,
+    check_model_tokens,
+)
 from course_lib.models.seq2seq import CELLS, Encoder, Seq2SeqConfig
 from course_lib.nn.attention import (
     SCALABLE_SCORES,
@@ -40,6 +43,8 @@ from course_lib.nn.attention import (
     make_score,
     masked_softmax,
 )
+from course_lib.nn.decoding import StepFn, greedy_search
+from course_lib.tokens import PAD_ID
 
 ATTENTIONS = ("bahdanau", "luong")
 LUONG_SCORES = ("dot", "general", "concat")
@@ -62,10 +67,8 @@ class AttentionSeq2SeqConfig:
     dropout: float = 0.0
 
     def __post_init__(self) -> None:
-        if self.attention not in ATTENTIONS:
-            raise ValueError(f"attention must be one of {ATTENTIONS}, got {self.attention!r}")
-        if self.cell not in CELLS:
-            raise ValueError(f"cell must be one of {CELLS}, got {self.cell!r}")
+        check_choice("attention", self.attention, ATTENTIONS)
+        check_choice("cell", self.cell, CELLS)
         if self.attention == "bahdanau" and (self.score != "additive" or self.local):
             raise ValueError("Bahdanau attention uses the additive score and no local window; "
                              f"got score={self.score!r}, local={self.local!r}")
@@ -229,21 +232,23 @@ class AttentionSeq2Seq(nn.Module):
         """y_t = argmax p(y | y_<t, x) until every row has produced EOS (or ``max_len``).
 
         Returns ids (B, T') with PAD after each row's EOS, and with ``return_attention`` also the
-        weights (B, T', S) (zero rows after EOS).
+        weights (B, T', S) (zero rows after EOS): :func:`~course_lib.nn.decoding.greedy_search`
+        on :meth:`decoding_step`.
         """
-        max_len = check_positive_int("max_len", max_len)
-        source, state = self.encode(src, src_lengths)
-        batch = src.shape[0]
-        token = torch.full((batch,), BOS_ID, dtype=torch.long, device=src.device)
-        finished = torch.zeros(batch, dtype=torch.bool, device=src.device)
-        generated, weights = [], []
-        for t in range(max_len):
-            feature, state, weight = self.decoder.step(self.embed(token), state, source, t)
-            token = self.out(feature).argmax(dim=-1).masked_fill(finished, PAD_ID)  # (B,)
-            generated.append(token)
-            weights.append(weight.masked_fill(finished.unsqueeze(1), 0.0))
-            finished |= token == EOS_ID
-            if bool(finished.all()):
-                break
-        ids = torch.stack(generated, dim=1)  # (B, T')
-        return (ids, torch.stack(weights, dim=1)) if return_attention else ids
+        step, state = self.decoding_step(*self.encode(src, src_lengths))
+        result = greedy_search(step, state, src.shape[0], max_len, src.device)
+        return (result.tokens, result.extras) if return_attention else result.tokens
+
+    def decoding_step(self, source: EncodedSource, state) -> tuple[StepFn, tuple]:
+        """The decoder's step for :mod:`course_lib.nn.decoding` and its first state, from
+        :meth:`encode`'s output: previous words y_{t−1} (N,), state (decoder state, t) ->
+        logits z_t (N, V) of p(y_t | y_<t, x) = softmax(z_t), (new state, t + 1), weights a_t
+        (N, S)."""
+
+        def step(previous: torch.Tensor, state: tuple):
+            decoder_state, t = state
+            feature, decoder_state, weight = self.decoder.step(self.embed(previous),
+                                                               decoder_state, source, t)
+            return self.out(feature), (decoder_state, t + 1), weight  # (N, V), _, (N, S)
+
+        return step, (state, 0)

@@ -33,14 +33,14 @@ from torch.nn import functional as F
 from course_lib.arguments import (
     BOOL,
     FLOATING,
+    check_choice,
     check_model_tokens,
     check_module_input,
-    check_positive_int,
     check_tensor,
 )
-from course_lib.data.vocab import BOS_ID, EOS_ID, PAD_ID
 from course_lib.nn.attention import AdditiveScore, attention_context, masked_softmax
-from course_lib.nn.decoding import beam_search
+from course_lib.nn.decoding import StepFn, beam_search, greedy_search
+from course_lib.tokens import BOS_ID, PAD_ID
 
 
 @dataclass
@@ -224,8 +224,7 @@ class AttentionLSTMDecoder(nn.Module):
         the model is trained with); ``"argmax"`` or ``"sample"`` one location, the most probable
         or one drawn from a_t (hard attention at test time; a_t is returned either way).
         """
-        if attention not in ATTENTION_MODES:
-            raise ValueError(f"attention must be one of {ATTENTION_MODES}, got {attention!r}")
+        check_choice("attention", attention, ATTENTION_MODES)
         h, _ = state  # s_{t−1}; the memory cell m_{t−1} only enters the LSTM
         weights = masked_softmax(self.score(h, prepared))  # (B, L)
         read = weights
@@ -292,30 +291,11 @@ class ShowAttendTell(nn.Module):
         average (see :meth:`AttentionLSTMDecoder.step`).
 
         Shapes: ``images`` (B, C_in, H_img, W_img) -> tokens (B, T'), weights (B, T', L),
-        scores (B,).
+        scores (B,). :func:`~course_lib.nn.decoding.greedy_search` on :meth:`decoding_step`.
         """
-        max_len = check_positive_int("max_len", max_len)
-        features, prepared = self.encode(images)
-        state = self.decoder.initial_state(features)
-        previous = torch.full((features.shape[0],), BOS_ID, dtype=torch.long,
-                              device=features.device)
-        finished = torch.zeros_like(previous, dtype=torch.bool)
-        scores = features.new_zeros(features.shape[0], dtype=torch.float32)
-        tokens, weights = [], []
-        for _ in range(max_len):
-            logits, state, step_weights, _ = self.decoder.step(previous, state, features,
-                                                               prepared, attention, generator)
-            log_probs = next_word_log_probs(logits)  # (B, V)
-            best, word = log_probs.max(dim=-1)
-            scores = scores + best.masked_fill(finished, 0.0)
-            word = word.masked_fill(finished, PAD_ID)
-            tokens.append(word)
-            weights.append(step_weights.masked_fill(finished.unsqueeze(-1), 0.0))
-            finished = finished | (word == EOS_ID)
-            previous = word
-            if finished.all():
-                break
-        return Generated(torch.stack(tokens, 1), torch.stack(weights, 1), scores)
+        step, state = self.decoding_step(*self.encode(images), attention, generator)
+        best = greedy_search(step, state, images.shape[0], max_len, images.device)
+        return Generated(best.tokens, best.extras, best.scores)
 
     @torch.no_grad()
     def beam_search(self, images: torch.Tensor, beam_size: int = 3, max_len: int = 30
@@ -330,17 +310,30 @@ class ShowAttendTell(nn.Module):
         K = beam_size
         features = features.repeat_interleave(K, dim=0)  # (B·K, L, C)
         prepared = prepared.repeat_interleave(K, dim=0)  # (B·K, L, d_a)
-
-        def step(previous, state):
-            logits, state, weights, _ = self.decoder.step(previous, state, features, prepared)
-            return next_word_log_probs(logits), state, weights  # (B·K, V), _, (B·K, L)
+        step, state = self.decoding_step(features, prepared)
 
         def reorder(state, rows):
             return state[0][rows], state[1][rows]
 
-        best = beam_search(step, self.decoder.initial_state(features), reorder, images.shape[0],
-                           beam_size, max_len, features.device)
+        best = beam_search(step, state, reorder, images.shape[0], beam_size, max_len,
+                           features.device)
         return Generated(best.tokens, best.extras, best.scores)
+
+    def decoding_step(self, features: torch.Tensor, prepared: torch.Tensor,
+                      attention: str = "soft", generator: torch.Generator | None = None
+                      ) -> tuple[StepFn, tuple[torch.Tensor, torch.Tensor]]:
+        """The decoder's step for :mod:`course_lib.nn.decoding` and its first state (s_0, m_0),
+        from :meth:`encode`'s N rows: previous words y_{t−1} (N,), state (s_{t−1}, m_{t−1})
+        -> log p(y_t) (N, V) (:func:`next_word_log_probs`), (s_t, m_t), a_t (N, L).
+        ``attention`` and ``generator``: what the context reads
+        (:meth:`AttentionLSTMDecoder.step`)."""
+
+        def step(previous: torch.Tensor, state: tuple[torch.Tensor, torch.Tensor]):
+            logits, state, weights, _ = self.decoder.step(previous, state, features, prepared,
+                                                          attention, generator)
+            return next_word_log_probs(logits), state, weights  # (N, V), _, (N, L)
+
+        return step, self.decoder.initial_state(features)
 
 
 def doubly_stochastic_penalty(weights: torch.Tensor, step_mask: torch.Tensor) -> torch.Tensor:

@@ -29,6 +29,7 @@ from torch import nn
 
 from course_lib.arguments import (
     FLOATING,
+    check_choice,
     check_index,
     check_model_tokens,
     check_module_input,
@@ -43,7 +44,6 @@ ESTIMATORS = ("soft", "reinforce", "gumbel")
 DEFAULT_CLASSES = 16
 
 
-# ---------------------------------------------------------------------------------------------
 # The task
 
 
@@ -96,24 +96,25 @@ def attention_weights(scores: torch.Tensor, estimator: str, temperature: float =
     a one-hot sample ``j ~ softmax(e)``; ``"argmax"``: one-hot ``argmax_j e_j`` (evaluation).
     Shapes: ``scores`` (B, S) -> weights (B, S), log-probability (B,) or None.
     """
+    check_choice("estimator", estimator, (*ESTIMATORS, "argmax"))
     if estimator == "soft":
         return torch.softmax(scores, dim=-1), None
     if estimator == "argmax":
         return torch.zeros_like(scores).scatter(-1, scores.argmax(-1, keepdim=True), 1.0), None
     if estimator == "gumbel":
         return straight_through_gumbel(scores, temperature, generator), None
-    if estimator == "reinforce":
-        index, log_prob = sample_item(scores, generator)
-        return torch.zeros_like(scores).scatter(-1, index.unsqueeze(-1), 1.0), log_prob
-    raise ValueError(f"estimator must be one of {ESTIMATORS} or 'argmax', got {estimator!r}")
+    index, log_prob = sample_item(scores, generator)  # "reinforce"
+    return torch.zeros_like(scores).scatter(-1, index.unsqueeze(-1), 1.0), log_prob
 
 
-# ---------------------------------------------------------------------------------------------
 # The model
 
 
 @dataclass
-class HardAttentionConfig:
+class PointerConfig:
+    """A :class:`PointerNet`: key and query size ``dim``, ``n_classes`` labels, each a learned
+    value of ``value_dim``, read through ``estimator`` (one of :data:`ESTIMATORS`)."""
+
     dim: int = 16
     n_classes: int = DEFAULT_CLASSES
     value_dim: int = 16
@@ -121,8 +122,7 @@ class HardAttentionConfig:
     temperature: float = 1.0  # of the Gumbel-softmax relaxation
 
     def __post_init__(self) -> None:
-        if self.estimator not in ESTIMATORS:
-            raise ValueError(f"estimator must be one of {ESTIMATORS}, got {self.estimator!r}")
+        check_choice("estimator", self.estimator, ESTIMATORS)
         if self.temperature <= 0:
             raise ValueError(f"temperature must be positive, got {self.temperature}")
 
@@ -145,9 +145,9 @@ class PointerNet(nn.Module):
     estimators sample; in eval mode they take ``argmax_j e_j``.
     """
 
-    config_class = HardAttentionConfig
+    config_class = PointerConfig
 
-    def __init__(self, config: HardAttentionConfig) -> None:
+    def __init__(self, config: PointerConfig) -> None:
         super().__init__()
         self.config = config
         self.W = nn.Linear(config.dim, config.dim, bias=False)
@@ -181,7 +181,6 @@ class PointerNet(nn.Module):
         return PointerOutput(self.out(context), weights, log_prob)
 
 
-# ---------------------------------------------------------------------------------------------
 # Losses and training
 
 

@@ -23,7 +23,7 @@ from torch import nn
 from torch.nn.utils.rnn import pack_padded_sequence
 
 from course_lib.arguments import check_lengths, check_model_tokens
-from course_lib.data.vocab import PAD_ID
+from course_lib.tokens import PAD_ID
 
 
 @dataclass

@@ -25,13 +25,14 @@ from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
 
 from course_lib.arguments import (
     FLOATING,
+    check_choice,
     check_lengths,
     check_model_tokens,
     check_module_input,
-    check_positive_int,
     check_tensor,
 )
-from course_lib.data.vocab import BOS_ID, EOS_ID, PAD_ID
+from course_lib.nn.decoding import StepFn, greedy_search
+from course_lib.tokens import PAD_ID
 
 CONTEXT_MODES = ("copy", "init", "every_step", "first_step", "both")
 CELLS = ("gru", "lstm")
@@ -49,10 +50,8 @@ class Seq2SeqConfig:
     dropout: float = 0.0
 
     def __post_init__(self) -> None:
-        if self.cell not in CELLS:
-            raise ValueError(f"cell must be one of {CELLS}, got {self.cell!r}")
-        if self.context not in CONTEXT_MODES:
-            raise ValueError(f"context must be one of {CONTEXT_MODES}, got {self.context!r}")
+        check_choice("cell", self.cell, CELLS)
+        check_choice("context", self.context, CONTEXT_MODES)
         if self.context == "copy" and self.bidirectional:
             raise ValueError(
                 "context='copy' starts the decoder from the encoder's final state itself "
@@ -203,22 +202,23 @@ class Seq2Seq(nn.Module):
     def greedy_decode(self, src: torch.Tensor, src_lengths: torch.Tensor | None = None,
                       max_len: int = 80) -> torch.Tensor:
         """ŷ_t = argmax_w p(y_t = w | ŷ_<t, c), from BOS until every row has produced EOS (or
-        ``max_len``). Returns (B, T') ids; positions after a row's EOS hold PAD."""
-        context = self.encode(src, src_lengths)
-        state = self.decoder.initial_state(context)
-        batch = src.shape[0]
-        token = torch.full((batch, 1), BOS_ID, dtype=torch.long, device=src.device)
-        finished = torch.zeros(batch, dtype=torch.bool, device=src.device)
-        generated = []
-        for step in range(check_positive_int("max_len", max_len)):
-            logits, state = self.decoder._run(token, context, state, start=step)  # (B, 1, V)
-            token = logits.argmax(dim=-1)  # (B, 1)
-            token = token.masked_fill(finished.unsqueeze(1), PAD_ID)
-            generated.append(token)
-            finished |= token.squeeze(1) == EOS_ID
-            if bool(finished.all()):
-                break
-        return torch.cat(generated, dim=1)
+        ``max_len``), by :func:`~course_lib.nn.decoding.greedy_search` on
+        :meth:`decoding_step`. Returns (B, T') ids; positions after a row's EOS hold PAD."""
+        step, state = self.decoding_step(self.encode(src, src_lengths))
+        return greedy_search(step, state, src.shape[0], max_len, src.device).tokens
+
+    def decoding_step(self, context: torch.Tensor) -> tuple[StepFn, tuple]:
+        """The decoder's step for :mod:`course_lib.nn.decoding` and its first state: previous
+        words ŷ_{t−1} (N,), state (s_{t−1}, t) -> logits z_t (N, V) of p(y_t | ŷ_<t, c) =
+        softmax(z_t), state (s_t, t + 1), None. ``context`` c: (N, H)."""
+
+        def step(previous: torch.Tensor, state: tuple):
+            hidden, t = state
+            logits, hidden = self.decoder._run(previous.unsqueeze(1), context, hidden,
+                                               start=t)  # (N, 1) -> (N, 1, V)
+            return logits[:, -1], (hidden, t + 1), None  # (N, V)
+
+        return step, (self.decoder.initial_state(context), 0)
 
 
 def sequence_loss(logits: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:

@@ -10,9 +10,9 @@ import torch
 from torch import nn
 
 from course_lib.arguments import check_lengths, check_model_tokens
-from course_lib.data.vocab import PAD_ID
 from course_lib.models.transformer import Transformer, TransformerConfig
 from course_lib.nn.positions import SinusoidalPositions
+from course_lib.tokens import PAD_ID
 
 
 class TorchTransformer(nn.Module):

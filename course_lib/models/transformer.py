@@ -11,26 +11,35 @@ LayerNorm placed after each residual sum (``norm_first=False``, the paper's post
 LayerNorm on each stack). Token embeddings are multiplied by √D before positions are added, and
 the output projection shares the target embedding's weights (section 3.4).
 
-Decoding: greedy with a :class:`~course_lib.nn.self_attention.KVCache` per attention layer, so each
-new word costs one query against stored keys and values instead of recomputing the whole prefix;
-and beam search (:func:`course_lib.nn.decoding.beam_search`).
+Decoding: :meth:`Transformer.decoding_step` is the model's step, shared by greedy search
+(:func:`course_lib.nn.decoding.greedy_search`) and beam search
+(:func:`course_lib.nn.decoding.beam_search`); with a
+:class:`~course_lib.nn.self_attention.KVCache` per attention layer each new word costs one query
+against stored keys and values instead of recomputing the whole prefix.
 """
 
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 import torch
 import torch.nn.functional as F
 from torch import nn
 
-from course_lib.arguments import check_lengths, check_model_tokens, check_positive_int
-from course_lib.data.vocab import BOS_ID, EOS_ID, PAD_ID
-from course_lib.nn.decoding import beam_search
+from course_lib.arguments import (
+    check_choice,
+    check_lengths,
+    check_model_tokens,
+    check_positive_int,
+)
+from course_lib.nn.attention import padding_mask
+from course_lib.nn.decoding import StepFn, beam_search, greedy_search, log_softmax_step
 from course_lib.nn.positions import POSITIONS
 from course_lib.nn.self_attention import IMPLEMENTATIONS, KVCache, MultiHeadAttention
+from course_lib.tokens import PAD_ID
 
 
 @dataclass
@@ -54,12 +63,8 @@ class TransformerConfig:
     attention: str = "fused"
 
     def __post_init__(self) -> None:
-        if self.positions not in POSITIONS:
-            raise ValueError(f"positions must be one of {sorted(POSITIONS)}, got "
-                             f"{self.positions!r}")
-        if self.attention not in IMPLEMENTATIONS:
-            raise ValueError(f"attention must be one of {IMPLEMENTATIONS}, got "
-                             f"{self.attention!r}")
+        check_choice("positions", self.positions, POSITIONS)
+        check_choice("attention", self.attention, IMPLEMENTATIONS)
         if min(self.d_model, self.num_heads, self.d_ff, self.max_len) < 1 \
                 or min(self.src_vocab_size, self.tgt_vocab_size, self.num_encoder_layers,
                        self.num_decoder_layers) < 0:
@@ -94,8 +99,9 @@ class FeedForward(nn.Module):
 
 
 class ResidualSublayer(nn.Module):
-    """One sub-layer with its residual connection, dropout and LayerNorm:
-    post-norm ``LN(x + drop(f(x)))`` or pre-norm ``x + drop(f(LN(x)))``."""
+    """One sub-layer ``f`` (a function of a (B, T, D) tensor to another) with its residual
+    connection, dropout and LayerNorm: post-norm ``LN(x + drop(f(x)))`` or pre-norm
+    ``x + drop(f(LN(x)))``."""
 
     def __init__(self, d_model: int, dropout: float, norm_first: bool) -> None:
         super().__init__()
@@ -103,15 +109,39 @@ class ResidualSublayer(nn.Module):
         self.dropout = nn.Dropout(dropout)
         self.norm_first = norm_first
 
-    def forward(self, x: torch.Tensor, sublayer) -> tuple[torch.Tensor, torch.Tensor | None]:
-        output, weights = sublayer(self.norm(x) if self.norm_first else x)
-        x = x + self.dropout(output)
-        return (x if self.norm_first else self.norm(x)), weights
+    def forward(self, x: torch.Tensor,
+                sublayer: Callable[[torch.Tensor], torch.Tensor]) -> torch.Tensor:
+        if self.norm_first:
+            return x + self.dropout(sublayer(self.norm(x)))
+        return self.norm(x + self.dropout(sublayer(x)))
+
+
+@dataclass
+class AttentionMaps:
+    """Per-layer, per-head weights of one teacher-forced pass; each list has one tensor per
+    layer, appended by the blocks as they attend. Shapes: encoder (B, h, S, S), decoder self
+    (B, h, T, T), cross (B, h, T, S)."""
+
+    encoder: list[torch.Tensor] = field(default_factory=list)
+    decoder: list[torch.Tensor] = field(default_factory=list)
+    cross: list[torch.Tensor] = field(default_factory=list)
+
+
+def attend(attention: MultiHeadAttention, x: torch.Tensor, record: list | None,
+           **options) -> torch.Tensor:
+    """``attention(x, **options)``'s output (B, T, D); with ``record`` (a list), its per-head
+    weights (B, h, T, S), computed explicitly (``need_weights=True``), are appended to it."""
+    output, weights = attention(x, need_weights=record is not None, **options)
+    if record is not None:
+        record.append(weights)
+    return output
 
 
 class EncoderBlock(nn.Module):
-    """Self-attention over the source, then the feed-forward network. Shapes: (B, S, D) ->
-    (B, S, D) and, with ``need_weights``, per-head weights (B, h, S, S)."""
+    """``x <- Sub(x, SelfAttn)``, ``x <- Sub(x, FFN)``, each ``Sub`` a
+    :class:`ResidualSublayer`: self-attention over the source, then the feed-forward network.
+    ``key_mask`` (B, S) marks the real tokens; with ``maps``, the self-attention weights
+    (B, h, S, S) are appended to ``maps.encoder``. Shapes: (B, S, D) -> (B, S, D)."""
 
     def __init__(self, config: TransformerConfig) -> None:
         super().__init__()
@@ -123,19 +153,21 @@ class EncoderBlock(nn.Module):
         self.ffn_sublayer = ResidualSublayer(c.d_model, c.dropout, c.norm_first)
 
     def forward(self, x: torch.Tensor, key_mask: torch.Tensor | None = None,
-                need_weights: bool = False) -> tuple[torch.Tensor, torch.Tensor | None]:
-        x, weights = self.attn_sublayer(x, lambda h: self.self_attn(
-            h, key_mask=key_mask, need_weights=need_weights))
-        x, _ = self.ffn_sublayer(x, lambda h: (self.ffn(h), None))
-        return x, weights
+                maps: AttentionMaps | None = None) -> torch.Tensor:
+        record = None if maps is None else maps.encoder
+        x = self.attn_sublayer(x, lambda h: attend(self.self_attn, h, record, key_mask=key_mask))
+        return self.ffn_sublayer(x, self.ffn)
 
 
 class DecoderBlock(nn.Module):
-    """Causal self-attention, cross-attention over the encoder output, feed-forward.
+    """``y <- Sub(y, CausalSelfAttn)``, ``y <- Sub(y, CrossAttn(·, memory))``,
+    ``y <- Sub(y, FFN)``: causal self-attention, cross-attention over the encoder output,
+    feed-forward.
 
-    Shapes: ``y`` (B, T, D), ``memory`` (B, S, D), ``memory_mask`` (B, S) -> (B, T, D) and,
-    with ``need_weights``, per-head self- and cross-attention weights (B, h, T, T'), (B, h, T, S).
-    ``caches`` (self, cross) hold earlier steps' keys and values when decoding step by step.
+    Shapes: ``y`` (B, T, D), ``memory`` (B, S, D), ``memory_mask`` (B, S) -> (B, T, D). With
+    ``maps``, the self- and cross-attention weights (B, h, T, T'), (B, h, T, S) are appended to
+    ``maps.decoder`` and ``maps.cross``. ``caches`` (self, cross) hold earlier steps' keys and
+    values when decoding step by step.
     """
 
     def __init__(self, config: TransformerConfig) -> None:
@@ -151,15 +183,15 @@ class DecoderBlock(nn.Module):
         self.ffn_sublayer = ResidualSublayer(c.d_model, c.dropout, c.norm_first)
 
     def forward(self, y: torch.Tensor, memory: torch.Tensor,
-                memory_mask: torch.Tensor | None = None, need_weights: bool = False,
-                caches: tuple[KVCache, KVCache] | None = None):
+                memory_mask: torch.Tensor | None = None, maps: AttentionMaps | None = None,
+                caches: tuple[KVCache, KVCache] | None = None) -> torch.Tensor:
         self_cache, cross_cache = caches if caches is not None else (None, None)
-        y, self_weights = self.self_sublayer(y, lambda h: self.self_attn(
-            h, causal=True, need_weights=need_weights, cache=self_cache))
-        y, cross_weights = self.cross_sublayer(y, lambda h: self.cross_attn(
-            h, memory, key_mask=memory_mask, need_weights=need_weights, cache=cross_cache))
-        y, _ = self.ffn_sublayer(y, lambda h: (self.ffn(h), None))
-        return y, self_weights, cross_weights
+        self_record, cross_record = (None, None) if maps is None else (maps.decoder, maps.cross)
+        y = self.self_sublayer(y, lambda h: attend(self.self_attn, h, self_record, causal=True,
+                                                   cache=self_cache))
+        y = self.cross_sublayer(y, lambda h: attend(self.cross_attn, h, cross_record, key=memory,
+                                                    key_mask=memory_mask, cache=cross_cache))
+        return self.ffn_sublayer(y, self.ffn)
 
 
 class Memory(NamedTuple):
@@ -182,16 +214,6 @@ class DecoderCache:
             self_cache.reorder(rows)
             cross_cache.reorder(rows)
         return self
-
-
-@dataclass
-class AttentionMaps:
-    """Per-layer, per-head weights of one teacher-forced pass; each list has one tensor per
-    layer. Shapes: encoder (B, h, S, S), decoder self (B, h, T, T), cross (B, h, T, S)."""
-
-    encoder: list[torch.Tensor] = field(default_factory=list)
-    decoder: list[torch.Tensor] = field(default_factory=list)
-    cross: list[torch.Tensor] = field(default_factory=list)
 
 
 class Transformer(nn.Module):
@@ -247,13 +269,10 @@ class Transformer(nn.Module):
         else:
             src_lengths = check_lengths("src_lengths", src_lengths, src.shape[1],
                                         batch=src.shape[0], limit="the length S of src")
-            positions = torch.arange(src.shape[1], device=src.device)  # (S,)
-            mask = positions.unsqueeze(0) < src_lengths.to(src.device).unsqueeze(1)  # (B, S)
+            mask = padding_mask(src_lengths.to(src.device), src.shape[1])  # (B, S)
         x = self.embed_source(src)
         for layer in self.encoder_layers:
-            x, weights = layer(x, mask, need_weights=maps is not None)
-            if maps is not None:
-                maps.encoder.append(weights)
+            x = layer(x, mask, maps)
         return Memory(self.encoder_norm(x), mask)
 
     def decode(self, tgt_in: torch.Tensor, memory: Memory, cache: DecoderCache | None = None,
@@ -274,11 +293,7 @@ class Transformer(nn.Module):
         y = self.embed_target(tgt_in, offset)
         for index, layer in enumerate(self.decoder_layers):
             caches = None if cache is None else cache.layers[index]
-            y, self_weights, cross_weights = layer(y, memory.states, memory.mask,
-                                                   need_weights=maps is not None, caches=caches)
-            if maps is not None:
-                maps.decoder.append(self_weights)
-                maps.cross.append(cross_weights)
+            y = layer(y, memory.states, memory.mask, maps, caches)
         if cache is not None:
             cache.length += tgt_in.shape[1]
         return self.out(self.decoder_norm(y))
@@ -303,22 +318,29 @@ class Transformer(nn.Module):
                       max_len: int = 100, use_cache: bool = True) -> torch.Tensor:
         """y_t = argmax_w p(w | y_<t, x) from BOS until every row has produced EOS (or
         ``max_len``). ``use_cache=False`` recomputes the whole prefix at every step (same
-        output, slower). Returns (B, T') ids; positions after a row's EOS hold PAD."""
+        output, slower). Returns (B, T') ids; positions after a row's EOS hold PAD.
+        :func:`~course_lib.nn.decoding.greedy_search` on :meth:`decoding_step`'s logits."""
         max_len = check_positive_int("max_len", max_len)
-        memory = self.encode(src, src_lengths)
-        batch = src.shape[0]
-        cache = self.new_cache() if use_cache else None
-        prefix = torch.full((batch, 1), BOS_ID, dtype=torch.long, device=src.device)
-        finished = torch.zeros(batch, dtype=torch.bool, device=src.device)
-        for _ in range(max_len):
-            new_words = prefix[:, -1:] if use_cache else prefix  # (B, 1) or (B, t)
-            logits = self._decode(new_words, memory, cache)[:, -1]  # (B, V)
-            token = logits.argmax(dim=-1).masked_fill(finished, PAD_ID)  # (B,)
-            prefix = torch.cat([prefix, token.unsqueeze(1)], dim=1)  # (B, t + 1)
-            finished |= token == EOS_ID
-            if bool(finished.all()):
-                break
-        return prefix[:, 1:]
+        step, state = self.decoding_step(self.encode(src, src_lengths), use_cache)
+        return greedy_search(step, state, src.shape[0], max_len, src.device).tokens
+
+    def decoding_step(self, memory: Memory, use_cache: bool = True) -> tuple[StepFn, Any]:
+        """The decoder's step for :mod:`course_lib.nn.decoding` and its first state, on the
+        N rows of ``memory``: previous words y_{t−1} (N,), state -> logits z_t (N, V) of
+        p(y_t | y_<t, x) = softmax(z_t), new state, None. With ``use_cache`` the state is a
+        :class:`DecoderCache` and the step feeds the newest word alone; without, it is the
+        prefix (N, t) and the step feeds all t + 1 words again (same logits, more work)."""
+
+        def step(previous: torch.Tensor, state):
+            if use_cache:
+                logits = self._decode(previous.unsqueeze(1), memory, state)  # (N, 1, V)
+                return logits[:, -1], state, None
+            prefix = torch.cat([state, previous.unsqueeze(1)], dim=1)  # (N, t + 1)
+            return self._decode(prefix, memory)[:, -1], prefix, None  # (N, V)
+
+        rows = memory.mask.shape[0]
+        empty = torch.zeros(rows, 0, dtype=torch.long, device=memory.mask.device)  # (N, 0)
+        return step, (self.new_cache() if use_cache else empty)
 
     @torch.no_grad()
     def beam_search(self, src: torch.Tensor, src_lengths: torch.Tensor | None = None,
@@ -329,12 +351,8 @@ class Transformer(nn.Module):
         memory = self.encode(src, src_lengths)
         memory = Memory(memory.states.repeat_interleave(beam_size, dim=0),  # (B·n_beam, S, D)
                         memory.mask.repeat_interleave(beam_size, dim=0))  # (B·n_beam, S)
-
-        def step(previous, cache):
-            logits = self._decode(previous.unsqueeze(1), memory, cache)[:, -1]  # (B·n_beam, V)
-            return torch.log_softmax(logits.float(), dim=-1), cache, None
-
-        result = beam_search(step, self.new_cache(), DecoderCache.reorder, src.shape[0],
+        step, cache = self.decoding_step(memory)
+        result = beam_search(log_softmax_step(step), cache, DecoderCache.reorder, src.shape[0],
                              beam_size, max_len, src.device, alpha)
         return result.tokens
 

@@ -34,6 +34,7 @@ from torch import nn
 
 from course_lib.arguments import (
     FLOATING,
+    check_choice,
     check_int,
     check_lengths,
     check_mask,
@@ -157,9 +158,8 @@ class GeneralScore(DotScore):
     """
 
     def __init__(self, query_size: int, key_size: int, scaled: bool = False) -> None:
-        AttentionScore.__init__(self)
-        self.query_size, self.key_size = query_size, key_size
-        self.scaled = scaled
+        super().__init__(query_size, scaled=scaled)  # the dot score of s with W_g h_j (d_q)
+        self.key_size = key_size
         self.W = nn.Linear(key_size, query_size, bias=False)
 
     def prepare(self, keys: torch.Tensor) -> torch.Tensor:
@@ -179,9 +179,13 @@ class AdditiveScore(AttentionScore):
         super().__init__()
         self.query_size, self.key_size = query_size, key_size
         attention_size = attention_size or query_size
-        self.W = nn.Linear(query_size, attention_size, bias=False)
-        self.U = nn.Linear(key_size, attention_size, bias=True)
+        self._projections(attention_size)
         self.v = nn.Linear(attention_size, 1, bias=False)
+
+    def _projections(self, attention_size: int) -> None:
+        """The layers inside the tanh: ``W`` (d_a, d_q), and ``U`` (d_a, d_k) with ``b``."""
+        self.W = nn.Linear(self.query_size, attention_size, bias=False)
+        self.U = nn.Linear(self.key_size, attention_size, bias=True)
 
     def prepare(self, keys: torch.Tensor) -> torch.Tensor:
         _check_keys(keys, self)
@@ -209,12 +213,9 @@ class ConcatScore(AdditiveScore):
     runs once per step.
     """
 
-    def __init__(self, query_size: int, key_size: int, attention_size: int | None = None) -> None:
-        nn.Module.__init__(self)
-        self.query_size, self.key_size = query_size, key_size
-        attention_size = attention_size or query_size
-        self.W_a = nn.Linear(query_size + key_size, attention_size, bias=True)
-        self.v = nn.Linear(attention_size, 1, bias=False)
+    def _projections(self, attention_size: int) -> None:
+        """The layer inside the tanh: ``W_a`` (d_a, d_q + d_k) with ``b_a``."""
+        self.W_a = nn.Linear(self.query_size + self.key_size, attention_size, bias=True)
 
     def prepare(self, keys: torch.Tensor) -> torch.Tensor:
         _check_keys(keys, self)
@@ -236,8 +237,7 @@ def make_score(name: str, query_size: int, key_size: int, scaled: bool = False
                ) -> AttentionScore:
     """A score module by name; ``scaled`` (divide by √d_q, which is √d_k for the dot score) exists
     for the dot and general scores."""
-    if name not in SCORES:
-        raise ValueError(f"score must be one of {sorted(SCORES)}, got {name!r}")
+    check_choice("score", name, SCORES)
     if scaled and name not in SCALABLE_SCORES:
         raise ValueError(f"only the {' and '.join(SCALABLE_SCORES)} scores can be scaled, "
                          f"got score={name!r} with scaled=True")

@@ -1,10 +1,14 @@
-"""Beam search shared by the captioner (lesson 07) and the Transformer (lessons 10-11).
+"""Greedy decoding and beam search, shared by every model that generates: the translators
+(lessons 02-05), the captioner (lesson 07) and the Transformer (lessons 10-11).
 
-Keep the n_beam most probable partial outputs of every input; at each step extend each by every
-word, score ``log p(y_1 … y_t | x) = Σ_{t' ≤ t} log p(y_t' | y_<t', x)``, and keep the n_beam
-best of the n_beam·V extensions.
-A finished hypothesis (it produced EOS) continues only with PAD, at no cost. Beam size 1 is
-greedy decoding.
+Both call a model's *step* (:data:`StepFn`): the previous word of each hypothesis and the
+decoder's state in, the next word's log-probabilities ``log p(w | y_<t, x)`` and the new state
+out. :func:`greedy_search` keeps one hypothesis per input and extends it by its most probable
+word, ``y_t = argmax_w log p(w | y_<t, x)``. :func:`beam_search` keeps the n_beam most
+probable partial outputs of every input; at each step it extends each by every word, scores
+``log p(y_1 … y_t | x) = Σ_{t' ≤ t} log p(y_t' | y_<t', x)``, and keeps the n_beam best of the
+n_beam·V extensions: with n_beam = 1 that is greedy decoding again.
+A finished hypothesis (it produced EOS) continues only with PAD, at no cost.
 """
 
 from __future__ import annotations
@@ -19,18 +23,83 @@ from course_lib.tokens import BOS_ID, EOS_ID, PAD_ID
 
 # step(previous words (B·n_beam,), state) -> (log-probabilities (B·n_beam, V), new state,
 #                                             something to keep per word (B·n_beam, ...) or None)
+# For greedy_search the step may return logits instead (see there); n_beam = 1.
 StepFn = Callable[[torch.Tensor, Any], tuple[torch.Tensor, Any, torch.Tensor | None]]
 # reorder(state, rows (B·n_beam,)) -> the state of the surviving hypotheses, in that order
 ReorderFn = Callable[[Any, torch.Tensor], Any]
 
 
 class BeamResult(NamedTuple):
-    """The best hypothesis of every input. Shapes: ``tokens`` (B, T') with PAD after EOS,
-    ``scores`` (B,) summed log-probabilities, ``extras`` (B, T', ...) or None."""
+    """The best hypothesis of every input (greedy's only one). Shapes: ``tokens`` (B, T') with
+    PAD after EOS, ``scores`` (B,) summed log-probabilities, ``extras`` (B, T', ...) (zero after
+    EOS) or None."""
 
     tokens: torch.Tensor
     scores: torch.Tensor
     extras: torch.Tensor | None
+
+
+def log_softmax_step(step: StepFn) -> StepFn:
+    """``step`` with its logits z (N, V) turned into log-probabilities (float32),
+    ``log p(w) = z_w − log Σ_v exp z_v``, as :func:`beam_search` needs them."""
+
+    def normalised(previous: torch.Tensor, state: Any):
+        logits, state, extra = step(previous, state)
+        return torch.log_softmax(logits.float(), dim=-1), state, extra
+
+    return normalised
+
+
+def greedy_search(step: StepFn, state: Any, batch: int, max_len: int,
+                  device: torch.device | str, stop_at_eos: bool = True) -> BeamResult:
+    """Greedy decoding, ``y_t = argmax_w log p(w | y_<t, x)``, from BOS until every input has
+    produced EOS or ``max_len`` words; ``state`` holds the B = ``batch`` rows of the decoder.
+
+    This is :func:`beam_search` with ``beam_size=1``, on the same ``step``: one hypothesis per
+    input, extended by its best word, so the states never need reordering (beam search also
+    never extends a live hypothesis by PAD, which greedy takes if the step ranks it first: the
+    captioner's step rules PAD out, a trained translator never prefers it). Only the argmax
+    matters, so the step may return logits z instead of log-probabilities: ``log p(w) = z_w −
+    log Σ_v exp z_v`` subtracts the same number from every z_w and keeps the argmax (and the
+    logits' argmax is exact, where rounding the subtraction could tie two nearly equal words).
+    ``stop_at_eos=False`` runs exactly ``max_len`` steps, EOS chosen like any other word and
+    no PAD after it (lesson 11 times the steps that way).
+
+    Returns tokens (B, T') with PAD after each row's EOS, scores (B,): the sum of the
+    chosen words' step outputs (``log p(y | x)`` when the step returns log-probabilities),
+    and extras (B, T', ...), zero after EOS, or None when the step keeps nothing.
+    """
+    if not callable(step):
+        raise TypeError(f"step must be a function (previous, state) -> (log-probabilities, "
+                        f"state, extra), got {type(step).__name__}")
+    batch = check_positive_int("batch", batch)
+    max_len = check_positive_int("max_len", max_len)
+    if not isinstance(stop_at_eos, bool):
+        raise TypeError(f"stop_at_eos must be a bool, got {type(stop_at_eos).__name__}")
+    previous = torch.full((batch,), BOS_ID, dtype=torch.long, device=device)
+    finished = torch.zeros(batch, dtype=torch.bool, device=device)
+    scores = torch.zeros(batch, dtype=torch.float32, device=device)
+    tokens: list[torch.Tensor] = []
+    extras: list[torch.Tensor] = []
+    for _ in range(max_len):
+        log_probs, state, extra = step(previous, state)
+        if log_probs.dim() != 2 or log_probs.shape[0] != batch:
+            raise ValueError(f"step must return log-probabilities of shape (batch, V) = "
+                             f"({batch}, V), got {tuple(log_probs.shape)}")
+        best, word = log_probs.max(dim=-1)  # (B,) each
+        scores = scores + best.masked_fill(finished, 0.0)
+        word = word.masked_fill(finished, PAD_ID)  # (B,)
+        tokens.append(word)
+        if extra is not None:
+            pad = finished.view(batch, *([1] * (extra.dim() - 1)))  # (B, 1, ...)
+            extras.append(extra.masked_fill(pad, 0.0))
+        previous = word
+        if stop_at_eos:
+            finished = finished | (word == EOS_ID)
+            if finished.all():
+                break
+    return BeamResult(torch.stack(tokens, dim=1),  # (B, T')
+                      scores, torch.stack(extras, dim=1) if extras else None)  # (B, T', ...)
 
 
 def length_normalised(scores: torch.Tensor, lengths: torch.Tensor, alpha: float) -> torch.Tensor:

@@ -16,14 +16,7 @@ import operator
 
 import torch
 
-from course_lib.arguments import (
-    BOOL,
-    FLOATING,
-    check_int,
-    check_same_device,
-    check_same_dtype,
-    check_tensor,
-)
+from course_lib.arguments import BOOL, check_int, check_qkv, check_tensor
 
 
 def window_mask(queries: int, keys: int | None = None, half_width: int = 0, causal: bool = False,
@@ -98,15 +91,7 @@ def blockwise_attention(query: torch.Tensor, key: torch.Tensor, value: torch.Ten
     Shapes: ``query`` (..., T, d_k), ``key`` (..., S, d_k), ``value`` (..., S, d_v) ->
     (..., T, d_v).
     """
-    for name, x in (("query", query), ("key", key), ("value", value)):
-        check_tensor(name, x, dtype=FLOATING)
-    check_same_device(query=query, key=key, value=value)
-    check_same_dtype(query=query, key=key, value=value)
-    if query.dim() < 2 or key.shape[:-2] != query.shape[:-2] or key.shape[-1] != query.shape[-1] \
-            or value.shape[:-1] != key.shape[:-1]:
-        raise ValueError(f"expected query (..., T, d_k), key (..., S, d_k) and value "
-                         f"(..., S, d_v), got {tuple(query.shape)}, {tuple(key.shape)} and "
-                         f"{tuple(value.shape)}")
+    check_qkv(query, key, value)
     block_size = check_int("block_size", block_size, minimum=1)
     scale = 1.0 / math.sqrt(query.shape[-1])
     running_max = torch.full((*query.shape[:-1], 1), float("-inf"), dtype=query.dtype,

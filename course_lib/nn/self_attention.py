@@ -29,33 +29,17 @@ from torch import nn
 from course_lib.arguments import (
     BOOL,
     FLOATING,
+    check_choice,
     check_int,
     check_mask,
     check_module_input,
-    check_same_device,
-    check_same_dtype,
+    check_qkv,
     check_tensor,
     shape_of,
 )
 from course_lib.nn.attention import masked_softmax
 
 IMPLEMENTATIONS = ("explicit", "fused")
-
-
-def _check_qkv(query: torch.Tensor, key: torch.Tensor, value: torch.Tensor,
-               mask: torch.Tensor | None) -> None:
-    for name, x in (("query", query), ("key", key), ("value", value)):
-        check_tensor(name, x, dtype=FLOATING)
-    check_same_device(query=query, key=key, value=value)
-    check_same_dtype(query=query, key=key, value=value)
-    if query.dim() < 2 or key.dim() != query.dim() or value.dim() != query.dim() \
-            or query.shape[-1] != key.shape[-1] or key.shape[-2] != value.shape[-2] \
-            or query.shape[:-2] != key.shape[:-2] or key.shape[:-2] != value.shape[:-2]:
-        raise ValueError(f"expected query (..., T, d_k), key (..., S, d_k) and value "
-                         f"(..., S, d_v) with the same leading dimensions, got {shape_of(query)}, "
-                         f"{shape_of(key)} and {shape_of(value)}")
-    check_mask("mask", mask, (*query.shape[:-1], key.shape[-2]), what="(..., T, S)",
-               device=query.device)
 
 
 def scaled_dot_product_attention(query: torch.Tensor, key: torch.Tensor, value: torch.Tensor,
@@ -71,7 +55,7 @@ def scaled_dot_product_attention(query: torch.Tensor, key: torch.Tensor, value: 
     (..., T, S), each dimension equal to the scores' or 1 -> output (..., T, d_v), weights
     (..., T, S).
     """
-    _check_qkv(query, key, value, mask)
+    check_qkv(query, key, value, mask)
     scores = query @ key.transpose(-2, -1) / math.sqrt(query.shape[-1])  # (..., T, S)
     weights = masked_softmax(scores, mask)
     dropped = F.dropout(weights, dropout, training) if dropout > 0 else weights
@@ -87,7 +71,7 @@ def fused_attention(query: torch.Tensor, key: torch.Tensor, value: torch.Tensor,
     without building a mask. Shapes as :func:`scaled_dot_product_attention`; returns the output
     only: fused kernels never form the weights.
     """
-    _check_qkv(query, key, value, mask)
+    check_qkv(query, key, value, mask)
     if causal and (mask is not None or query.shape[-2] != key.shape[-2]):
         raise ValueError("causal=True needs T = S and no other mask; pass causal_mask(T, S) "
                          "combined with the other mask instead")
@@ -171,9 +155,7 @@ class MultiHeadAttention(nn.Module):
         if d_model < 1 or num_heads < 1 or d_model % num_heads:
             raise ValueError(f"d_model must be a positive multiple of num_heads, got d_model = "
                              f"{d_model} and num_heads = {num_heads}")
-        if implementation not in IMPLEMENTATIONS:
-            raise ValueError(f"implementation must be one of {IMPLEMENTATIONS}, got "
-                             f"{implementation!r}")
+        check_choice("implementation", implementation, IMPLEMENTATIONS)
         self.d_model, self.num_heads = d_model, num_heads
         self.head_dim = d_model // num_heads
         self.dropout = dropout
@@ -212,14 +194,17 @@ class MultiHeadAttention(nn.Module):
     def split_heads(self, x: torch.Tensor) -> torch.Tensor:
         """(B, T, D) -> (B, h, T, d_k)."""
         batch, length, _ = x.shape
-        return x.view(batch, length, self.num_heads, self.head_dim).transpose(1, 2)
+        heads = x.view(batch, length, self.num_heads, self.head_dim)  # (B, T, h, d_k)
+        return heads.transpose(1, 2)  # (B, T, h, d_k) -> (B, h, T, d_k)
 
     def merge_heads(self, x: torch.Tensor) -> torch.Tensor:
         """(B, h, T, d_k) -> (B, T, D): the concatenation of the heads."""
         batch, _, length, _ = x.shape
+        # (B, h, T, d_k) -> (B, T, h, d_k) -> (B, T, D)
         return x.transpose(1, 2).reshape(batch, length, self.d_model)
 
     def _check_inputs(self, query: torch.Tensor, key: torch.Tensor, value: torch.Tensor) -> None:
+        """``query`` (B, T, D), ``key`` and ``value`` (B, S, D), like the layer's parameters."""
         for name, x in (("query", query), ("key", key), ("value", value)):
             check_tensor(name, x, dtype=FLOATING)
             check_module_input(name, x, self)
@@ -230,57 +215,74 @@ class MultiHeadAttention(nn.Module):
             raise ValueError(f"key and value must have the same length, got {shape_of(key)} and "
                              f"{shape_of(value)}")
 
-    def _combined_mask(self, batch: int, queries: int, keys: int, key_mask, attn_mask,
-                       causal: bool, device) -> torch.Tensor | None:
-        """All masks as one boolean (B or 1, h or 1, T, S), or None when nothing is masked."""
+    def _keys_and_values(self, key: torch.Tensor, value: torch.Tensor, cache: KVCache | None
+                         ) -> tuple[torch.Tensor, torch.Tensor]:
+        """``K W^K`` and ``V W^V`` split into heads, (B, h, S, d_k) each, with the cache's.
+
+        A filled static cache (cross-attention) already holds the encoder output's keys and
+        values, projected at the first step; any other cache appends the new ones to those of
+        the earlier steps, so S counts them all."""
+        if cache is not None and cache.static and cache.k is not None:
+            return cache.k, cache.v
+        k = self.split_heads(self.k_proj(key))  # (B, S_new, D) -> (B, h, S_new, d_k)
+        v = self.split_heads(self.v_proj(value))  # (B, S_new, D) -> (B, h, S_new, d_k)
+        return (k, v) if cache is None else cache.update(k, v)  # (B, h, S, d_k)
+
+    def _mask(self, q: torch.Tensor, k: torch.Tensor, key_mask: torch.Tensor | None,
+              attn_mask: torch.Tensor | None, causal: bool, cache: KVCache | None,
+              explicit: bool) -> tuple[torch.Tensor | None, bool]:
+        """``key_mask & attn_mask & causal_mask`` as one boolean (B or 1, h or 1, T, S), or None
+        when nothing is masked; and whether the fused kernel applies the causal mask itself.
+
+        One new query after a cache sees every key, so it needs no causal mask. A plain causal
+        mask over T = S on the fused path is left to the kernel (``is_causal``), which skips the
+        upper triangle. Shapes: ``q`` (B, h, T, d_k), ``k`` (B, h, S, d_k)."""
+        batch, queries, keys = q.shape[0], q.shape[2], k.shape[2]
+        causal = causal and not (queries == 1 and cache is not None)
+        if causal and not explicit and key_mask is None and attn_mask is None \
+                and queries == keys:
+            return None, True
         mask = None
         if key_mask is not None:
-            check_tensor("key_mask", key_mask, dtype=BOOL, shape=(batch, keys), device=device)
-            mask = key_mask[:, None, None, :]  # (B, 1, 1, S)
+            check_tensor("key_mask", key_mask, dtype=BOOL, shape=(batch, keys), device=q.device)
+            mask = key_mask[:, None, None, :]  # (B, S) -> (B, 1, 1, S)
         if attn_mask is not None:
             # (B, T, S) or (B, h, T, S); B and h may be 1 (shared by every sentence or head).
             four = isinstance(attn_mask, torch.Tensor) and attn_mask.dim() == 4
             full = (batch, self.num_heads, queries, keys) if four else (batch, queries, keys)
-            check_mask("attn_mask", attn_mask, full, device=device,
+            check_mask("attn_mask", attn_mask, full, device=q.device,
                        what="(B, h, T, S)" if four else "(B, T, S) or (B, h, T, S)")
+            # (B, T, S) -> (B, 1, T, S): the same for every head
             extra = attn_mask.unsqueeze(1) if attn_mask.dim() == 3 else attn_mask
             mask = extra if mask is None else mask & extra
         if causal:
-            extra = causal_mask(queries, keys, device)[None, None]  # (1, 1, T, S)
+            extra = causal_mask(queries, keys, q.device)[None, None]  # (T, S) -> (1, 1, T, S)
             mask = extra if mask is None else mask & extra
-        return mask
+        return mask, False
 
     def forward(self, query: torch.Tensor, key: torch.Tensor | None = None,
                 value: torch.Tensor | None = None, *, key_mask: torch.Tensor | None = None,
                 attn_mask: torch.Tensor | None = None, causal: bool = False,
                 need_weights: bool = False, cache: KVCache | None = None
                 ) -> tuple[torch.Tensor, torch.Tensor | None]:
+        """``Concat(head_1, …, head_h) W^O``: project, split, attend, merge, project. Returns
+        the output (B, T, D) and, with ``need_weights``, the weights (B, h, T, S), else None."""
         key = query if key is None else key
         value = key if value is None else value
         self._check_inputs(query, key, value)
-        q = self.split_heads(self.q_proj(query))  # (B, h, T, d_k)
-        if cache is not None and cache.static and cache.k is not None:
-            k, v = cache.k, cache.v  # the encoder output, projected at the first step
-        else:
-            k = self.split_heads(self.k_proj(key))  # (B, h, S_new, d_k)
-            v = self.split_heads(self.v_proj(value))
-            if cache is not None:
-                k, v = cache.update(k, v)  # (B, h, S, d_k), earlier steps included
-        batch, queries, keys = query.shape[0], query.shape[1], k.shape[2]
-        # One new query after a cache sees every key: the causal mask would be all True.
-        causal = causal and not (queries == 1 and cache is not None)
+        # 1. Project and 2. split: one (D, D) map per role, cut into h heads of d_k numbers.
+        q = self.split_heads(self.q_proj(query))  # (B, T, D) -> (B, h, T, d_k)
+        k, v = self._keys_and_values(key, value, cache)  # (B, h, S, d_k) each
+        # 3. Attend: softmax(Q_i K_iᵀ / √d_k) V_i for every head at once.
         explicit = need_weights or self.implementation == "explicit"
-        # A plain causal mask over T = S is left to the kernel, which skips the upper triangle.
-        kernel_causal = causal and not explicit and key_mask is None and attn_mask is None \
-            and queries == keys
-        mask = None if kernel_causal else self._combined_mask(
-            batch, queries, keys, key_mask, attn_mask, causal, query.device)
+        mask, kernel_causal = self._mask(q, k, key_mask, attn_mask, causal, cache, explicit)
         dropout = self.dropout if self.training else 0.0
         if explicit:
             heads, weights = scaled_dot_product_attention(q, k, v, mask, dropout, self.training)
-        else:
+        else:  # the fused kernel never forms the weights
             heads = fused_attention(q, k, v, mask, causal=kernel_causal, dropout=dropout,
                                     training=self.training)
             weights = None
-        output = self.out_proj(self.merge_heads(heads))  # (B, T, D)
+        # 4. Merge: the concatenation of the heads; 5. project: W^O mixes them.
+        output = self.out_proj(self.merge_heads(heads))  # (B, h, T, d_k) -> (B, T, D)
         return output, weights if need_weights else None

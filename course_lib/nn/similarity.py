@@ -38,9 +38,7 @@ def _need_matrix(name: str, value: object, what: str = "(V, d)") -> torch.Tensor
     return tensor
 
 
-# ---------------------------------------------------------------------------------------------
 # One-hot vectors and embedding lookups
-# ---------------------------------------------------------------------------------------------
 
 
 def _check_indices(indices: object, vocab_size: int) -> torch.Tensor:
@@ -80,9 +78,7 @@ def one_hot_lookup(embeddings: torch.Tensor, indices: torch.Tensor) -> torch.Ten
     return x @ embeddings  # (..., V) @ (V, d) -> (..., d)
 
 
-# ---------------------------------------------------------------------------------------------
 # Similarity
-# ---------------------------------------------------------------------------------------------
 
 
 def _check_same_width(a: torch.Tensor, b: torch.Tensor, names: str,
@@ -124,9 +120,7 @@ def cosine_matrix(a: torch.Tensor, b: torch.Tensor, eps: float = 1e-8) -> torch.
     return a_unit @ b_unit.T  # (N, M)
 
 
-# ---------------------------------------------------------------------------------------------
 # The dot product as a preference score: users and movies
-# ---------------------------------------------------------------------------------------------
 
 
 def preference_scores(user_tastes: torch.Tensor, movie_features: torch.Tensor) -> torch.Tensor:
@@ -141,9 +135,7 @@ def preference_scores(user_tastes: torch.Tensor, movie_features: torch.Tensor) -
     return user_tastes @ movie_features.T  # (U, F) @ (F, M) -> (U, M)
 
 
-# ---------------------------------------------------------------------------------------------
 # From scores to probabilities, and from a decoder state to a word
-# ---------------------------------------------------------------------------------------------
 
 
 def softmax_with_temperature(scores: torch.Tensor, temperature: float = 1.0,
@@ -221,9 +213,7 @@ def top_k_words(scores: torch.Tensor, words: Sequence[str], k: int = 5) -> list[
     return [(words[int(i)], float(v)) for v, i in zip(values, indices, strict=True)]
 
 
-# ---------------------------------------------------------------------------------------------
 # Real vectors: GloVe 6B 50d
-# ---------------------------------------------------------------------------------------------
 
 
 def pca_project(points: torch.Tensor, dims: int = 2) -> torch.Tensor:

@@ -29,6 +29,10 @@ MOVED_MODULES = {
     "course_lib.hard_attention": "course_lib.models.pointer",
     "course_lib.toy": "course_lib.models.toy",
 }
+# Classes renamed in place: a checkpoint that names the old class loads as the new one.
+RENAMED_CLASSES = {
+    "course_lib.models.pointer.HardAttentionConfig": "course_lib.models.pointer.PointerConfig",
+}
 PRIMITIVES = (bool, int, float, str, type(None))
 
 M = TypeVar("M", bound=nn.Module)
@@ -43,9 +47,11 @@ def qualified_name(cls: type) -> str:
 
 
 def current_name(saved: str) -> str:
-    """The class path a checkpoint's ``model_class`` names today (:data:`MOVED_MODULES`)."""
+    """The class path a checkpoint's ``model_class`` or ``config_class`` names today
+    (:data:`MOVED_MODULES`, :data:`RENAMED_CLASSES`)."""
     module, _, name = saved.rpartition(".")
-    return f"{MOVED_MODULES.get(module, module)}.{name}"
+    moved = f"{MOVED_MODULES.get(module, module)}.{name}"
+    return RENAMED_CLASSES.get(moved, moved)
 
 
 def _check_plain(value: Any, where: str) -> None:
@@ -126,6 +132,10 @@ def load_checkpoint(path: str | os.PathLike, model_class: type[M]) -> tuple[M, d
     config_class = getattr(model_class, "config_class", None)
     if config_class is None or not dataclasses.is_dataclass(config_class):
         raise TypeError(f"{expected} needs a dataclass `config_class` attribute to be loaded")
+    saved_config = payload.get("config_class")
+    if saved_config is not None and current_name(saved_config) != qualified_name(config_class):
+        raise CheckpointError(f"{path} holds a {saved_config} config, not the "
+                              f"{qualified_name(config_class)} that {expected} is built from")
     known = {field.name for field in dataclasses.fields(config_class)}
     unknown = sorted(set(payload["config"]) - known)
     if unknown:

@@ -3,7 +3,7 @@
 Outside a distributed job the world has one process and nothing is reduced.
 
 Under ``torchrun`` with a ``DistributedDataParallel`` model (as
-:mod:`course_lib.experiments.ddp_copy` trains) the loop is the same on every rank; only three
+:mod:`course_lib.experiments.ddp_demo` trains) the loop is the same on every rank; only three
 things change, and only when ``torch.distributed`` is initialised with more than one process:
 
 - ``train_loss`` and ``val_loss`` are means over every rank's rows (an all-reduce of the

@@ -94,10 +94,13 @@ class EpochSums:
 
 @dataclass
 class Checkpointer:
-    """Saves and restores the resumable state of one :func:`fit` run at ``path``.
+    """Saves and restores the resumable state of one run of a
+    :class:`~course_lib.train.trainer.Trainer` at ``path``.
 
-    :func:`fit` tells it when an epoch starts (:meth:`epoch_started`) and when a step ends
+    The trainer tells it when an epoch starts (:meth:`epoch_started`) and when a step ends
     (:meth:`step_done`); it saves every ``every`` steps and, through :meth:`save`, on Ctrl-C.
+    It reads and restores the trainer's ``model``, ``optimizer``, ``scheduler``, ``scaler``,
+    ``steps`` and ``trained_s``.
     """
 
     path: Path
@@ -126,20 +129,20 @@ class Checkpointer:
         self.history_at_epoch_start = copy.deepcopy(history)
         self.best_at_epoch_start = best.snapshot()
 
-    def step_done(self, stepper: Any, sums: EpochSums) -> None:
+    def step_done(self, trainer: Any, sums: EpochSums) -> None:
         self.step_states = random_states(self.device)
-        if stepper.steps % self.every == 0:
-            self.save(stepper, sums)
+        if trainer.steps % self.every == 0:
+            self.save(trainer, sums)
 
-    def save(self, stepper: Any, sums: EpochSums) -> None:
+    def save(self, trainer: Any, sums: EpochSums) -> None:
         """Write the state after the last completed step, atomically."""
         payload = {
-            "format": FORMAT, "budget": dict(self.budget), "steps": stepper.steps,
+            "format": FORMAT, "budget": dict(self.budget), "steps": trainer.steps,
             "epoch": self.epoch, "sums": [sums.batches, sums.total, sums.rows, list(sums.norms)],
-            "model": {k: v.detach().cpu() for k, v in stepper.model.state_dict().items()},
-            "optimizer": stepper.optimizer.state_dict(),
-            "scheduler": None if stepper.scheduler is None else stepper.scheduler.state_dict(),
-            "scaler": stepper.scaler.state_dict(), "trained_s": stepper.trained_s,
+            "model": {k: v.detach().cpu() for k, v in trainer.model.state_dict().items()},
+            "optimizer": trainer.optimizer.state_dict(),
+            "scheduler": None if trainer.scheduler is None else trainer.scheduler.state_dict(),
+            "scaler": trainer.scaler.state_dict(), "trained_s": trainer.trained_s,
             "epoch_random": self.epoch_states["random"],
             "epoch_batches": self.epoch_states["batches"], "step_random": self.step_states,
             "history": self.history_at_epoch_start, "best": self.best_at_epoch_start,
@@ -148,7 +151,7 @@ class Checkpointer:
         temporary = self.path.with_name(f"{self.path.name}.{os.getpid()}.tmp")  # per process
         torch.save(payload, temporary)
         os.replace(temporary, self.path)  # a crash never leaves half a state under the name
-        self.saved_steps = stepper.steps
+        self.saved_steps = trainer.steps
 
     def load(self) -> dict[str, Any] | None:
         """The saved state, or None when there is none. A state saved for another budget or
@@ -165,15 +168,15 @@ class Checkpointer:
             )
         return state
 
-    def restore(self, state: dict[str, Any], stepper: Any, batches: Any) -> EpochSums:
+    def restore(self, state: dict[str, Any], trainer: Any, batches: Any) -> EpochSums:
         """Put the model, optimiser, schedule and scaler back as they were after the saved step,
         replay the epoch's batch order up to it, and return the epoch's running sums."""
-        stepper.model.load_state_dict(state["model"])
-        stepper.optimizer.load_state_dict(state["optimizer"])
-        if stepper.scheduler is not None:
-            stepper.scheduler.load_state_dict(state["scheduler"])
-        stepper.scaler.load_state_dict(state["scaler"])
-        stepper.steps, stepper.trained_s = state["steps"], state["trained_s"]
+        trainer.model.load_state_dict(state["model"])
+        trainer.optimizer.load_state_dict(state["optimizer"])
+        if trainer.scheduler is not None:
+            trainer.scheduler.load_state_dict(state["scheduler"])
+        trainer.scaler.load_state_dict(state["scaler"])
+        trainer.steps, trainer.trained_s = state["steps"], state["trained_s"]
         self.saved_steps = state["steps"]
         self.epoch = state["epoch"]
         self.epoch_states = {"random": state["epoch_random"], "batches": state["epoch_batches"]}

@@ -12,9 +12,9 @@ import pytest
 import torch
 
 from course_lib.course.syllabus import COURSE_ROOT
-from course_lib.experiments import bench
-from course_lib.experiments.bench import BenchSettings, step_config
-from course_lib.experiments.bench_report import performance_markdown
+from course_lib.experiments import benchmarks
+from course_lib.experiments.benchmark_report import performance_markdown
+from course_lib.experiments.benchmarks import BenchSettings, step_config
 from course_lib.lessons import costs as efficiency
 from course_lib.models.torch_transformer import TorchTransformer
 from course_lib.models.transformer import Transformer
@@ -86,14 +86,14 @@ def test_paired_medians_alternate_the_calls_and_take_medians(monkeypatch):
 
 def test_unknown_parts_are_refused():
     with pytest.raises(ValueError, match="unknown bench parts"):
-        bench.run_bench(parts=("attention", "speed"))
+        benchmarks.run_bench(parts=("attention", "speed"))
 
 
 @pytest.fixture(scope="module")
 def fast_result():
     settings = BenchSettings.for_profile()
     assert settings.lengths == (16, 32), "the tests run in the fast profile"
-    return bench.run_bench(parts=("attention", "transformer_step", "kv_cache"),
+    return benchmarks.run_bench(parts=("attention", "transformer_step", "kv_cache"),
                            settings=settings, cuda=False, log=lambda _: None)
 
 
@@ -141,7 +141,7 @@ def test_lesson_timing_reports_a_failing_notebook(tmp_path):
     cells = ["import os; print(os.environ['COURSE_PROFILE'])", "raise RuntimeError('boom')"]
     nbformat.write(nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(c) for c in cells]),
                    folder / "01_broken.ipynb")
-    rows = bench.lessons_bench(["fast"], root=tmp_path)
+    rows = benchmarks.lessons_bench(["fast"], root=tmp_path)
     assert [r["lesson"] for r in rows] == ["01_broken"]
     assert rows[0]["full_s"] is None and rows[0]["fast_s"] > 0
     assert "boom" in rows[0]["fast_error"]
@@ -169,7 +169,7 @@ def kv_rows(speedups):
 
 
 def test_the_kv_reading_says_when_decoding_is_bound_by_overhead():
-    from course_lib.experiments.bench_report import kv_cache_reading
+    from course_lib.experiments.benchmark_report import kv_cache_reading
 
     bound = kv_cache_reading(kv_rows({(4, 128): 1.28, (4, 512): 0.93, (1024, 512): 6.61}))
     assert bound.startswith("At batch 4 the cache is 0.9× to 1.3× as fast")
@@ -183,14 +183,14 @@ def test_a_part_run_alone_keeps_the_others_of_the_same_device():
     previous = {"device": "cpu: X", "attention": [1], "kv_cache": [2], "kv_cache_speedup": {},
                 "lessons": [3], "cuda": None}
     now = {"device": "cpu: X", "kv_cache": [9], "kv_cache_speedup": {"4": 9.0}, "cuda": None}
-    kept = bench.merged(previous, now, ["kv_cache"])
+    kept = benchmarks.merged(previous, now, ["kv_cache"])
     assert kept["attention"] == [1] and kept["lessons"] == [3] and kept["kv_cache"] == [9]
-    assert bench.merged({**previous, "device": "cpu: Y"}, now, ["kv_cache"]) == now
-    assert bench.merged(None, now, ["kv_cache"]) == now
+    assert benchmarks.merged({**previous, "device": "cpu: Y"}, now, ["kv_cache"]) == now
+    assert benchmarks.merged(None, now, ["kv_cache"]) == now
 
 
 def test_the_committed_gpu_measurements_are_complete_and_reach_the_page(fast_result):
-    measured = bench.gpu_measurements()
+    measured = benchmarks.gpu_measurements()
     assert any("H200" in m["device"] for m in measured)
     for measurement in measured:
         assert {"device", "measured", "command", "config", "rows"} <= set(measurement)
@@ -206,7 +206,7 @@ def test_the_gpu_measurement_tool_writes_what_the_page_and_lesson_11_read(tmp_pa
     """tools/kv_cache_by_batch.py, cut to 3 words per sentence, on this machine's CPU."""
     import importlib.util
 
-    from course_lib.experiments.bench_report import gpu_section
+    from course_lib.experiments.benchmark_report import gpu_section
 
     spec = importlib.util.spec_from_file_location(
         "kv_cache_by_batch", COURSE_ROOT / "tools" / "kv_cache_by_batch.py")
@@ -215,7 +215,7 @@ def test_the_gpu_measurement_tool_writes_what_the_page_and_lesson_11_read(tmp_pa
     monkeypatch.setattr(tool, "TOKENS", [3])
     monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
     tool.main(tmp_path)
-    (measurement,) = bench.gpu_measurements(tmp_path)
+    (measurement,) = benchmarks.gpu_measurements(tmp_path)
     assert [(r["batch"], r["tokens"]) for r in measurement["rows"]] == [(4, 3), (64, 3)]
     assert all(r["same_tokens"] for r in measurement["rows"])
     assert gpu_section(measurement)[0] == f"### {measurement['device']}: KV cache by batch size"

@@ -38,15 +38,22 @@ import re
 import shutil
 from pathlib import Path
 
+import jinja2
+import jinja2.bccache
 import nbgrader
+from nbconvert.exporters import HTMLExporter
 from nbconvert.preprocessors import CSSHTMLHeaderPreprocessor, Preprocessor
 from nbformat import NotebookNode
 from nbgrader.preprocessors import GetGrades
 from traitlets import Bool
 
-from course_lib.grading.inert import INERT_MIME_TYPES, SanitizeOutputs
-from course_lib.grading.submission import error_outputs
-from course_lib.grading.verdict import HIDDEN_BEGIN, HIDDEN_END, is_test_cell
+from course_lib.grading.pages.inert import INERT_MIME_TYPES, SanitizeOutputs, safe_markdown_html
+from course_lib.grading.verdicts.verdict import (
+    HIDDEN_BEGIN,
+    HIDDEN_END,
+    error_outputs,
+    is_test_cell,
+)
 
 MATHJAX_FOLDER = "_mathjax"
 """The folder, directly under ``feedback/``, that :func:`install_mathjax` fills."""
@@ -75,7 +82,6 @@ NBGRADER_TEMPLATES_DIR = _NBGRADER_FORMGRADER / "templates"
 NBGRADER_BOOTSTRAP_CSS_DIR = _NBGRADER_FORMGRADER / "static/node_modules/bootstrap/dist/css"
 """Where nbgrader's template finds ``bootstrap.min.css`` (inlined into the page)."""
 
-# ---------------------------------------------------------------------------------------------
 # Test cells
 
 
@@ -141,7 +147,6 @@ class StatusInTestCells(Preprocessor):
         return cell, resources
 
 
-# ---------------------------------------------------------------------------------------------
 # MathJax and the page head
 
 MATHJAX_CONFIG = {
@@ -231,11 +236,39 @@ def install_mathjax(feedback_root: Path) -> Path:
     return folder
 
 
-# ---------------------------------------------------------------------------------------------
 # Configuration
 
 FEEDBACK_PREPROCESSORS = [GetGrades, RedactHiddenTests, SanitizeOutputs,
                           StatusInTestCells, CSSHTMLHeaderPreprocessor]
+
+
+class _CompiledTemplates(jinja2.BytecodeCache):
+    """Compiled templates kept in memory for the process. nbconvert builds a new Jinja
+    environment for every exporter, and nbgrader a new exporter for every feedback run, so each
+    page would otherwise compile the same templates again (about half of its time); a template
+    whose source changes is compiled anew (Jinja checks each bucket's checksum)."""
+
+    def __init__(self) -> None:
+        self.compiled: dict[str, bytes] = {}
+
+    def load_bytecode(self, bucket: jinja2.bccache.Bucket) -> None:
+        if bucket.key in self.compiled:
+            bucket.bytecode_from_string(self.compiled[bucket.key])
+
+    def dump_bytecode(self, bucket: jinja2.bccache.Bucket) -> None:
+        self.compiled[bucket.key] = bucket.bytecode_to_string()
+
+
+_TEMPLATES = _CompiledTemplates()
+
+
+class FeedbackExporter(HTMLExporter):
+    """nbconvert's HTML exporter with its compiled templates kept between pages."""
+
+    def _create_environment(self):
+        environment = super()._create_environment()
+        environment.bytecode_cache = _TEMPLATES
+        return environment
 
 
 def configure_feedback(config) -> None:
@@ -243,6 +276,7 @@ def configure_feedback(config) -> None:
     offline pages: the preprocessors above, our template, MathJax by relative URL, and
     :func:`safe_markdown_html` for all markdown."""
     config.GenerateFeedback.preprocessors = list(FEEDBACK_PREPROCESSORS)
+    config.GenerateFeedback.exporter_class = _dotted(FeedbackExporter)
     exporter = config.HTMLExporter
     exporter.template_name = TEMPLATE_NAME
     exporter.template_file = TEMPLATE_FILE
@@ -251,16 +285,19 @@ def configure_feedback(config) -> None:
     exporter.mathjax_url = MATHJAX_URL
     exporter.sanitize_html = True  # nbconvert's own layer, for any block our template inherits
     exporter.raw_mimetypes = []  # raw cells are shown as text, never as HTML
-    exporter.filters = {
-        "markdown2html": "course_lib.grading.inert.safe_markdown_html",
-        "feedback_head": "course_lib.grading.feedback.feedback_head",
-        "inert_css": "course_lib.grading.feedback.inert_css",
+    exporter.filters = {  # by dotted path, which nbconvert imports
+        "markdown2html": _dotted(safe_markdown_html),
+        "feedback_head": _dotted(feedback_head),
+        "inert_css": _dotted(inert_css),
     }
     # only inert data is ever rendered, even if an output escaped SanitizeOutputs
     config.DataTypeFilter.display_data_priority = list(INERT_MIME_TYPES)
 
 
-# ---------------------------------------------------------------------------------------------
+def _dotted(function) -> str:
+    return f"{function.__module__}.{function.__qualname__}"
+
+
 # A page for a submission that could not be graded
 
 

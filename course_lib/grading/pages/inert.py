@@ -35,7 +35,6 @@ only gets plain text, the safe direction)."""
 INERT_MIME_TYPES = ("image/png", "image/jpeg", "text/plain")
 """The only output data a feedback page shows, in display priority order."""
 
-# ---------------------------------------------------------------------------------------------
 # Outputs
 
 
@@ -153,7 +152,6 @@ class SanitizeOutputs(Preprocessor):
         return cell, resources
 
 
-# ---------------------------------------------------------------------------------------------
 # Markdown
 
 MARKDOWN_TAGS = frozenset({

@@ -10,7 +10,7 @@ import tempfile
 from dataclasses import astuple, dataclass, fields
 from pathlib import Path
 
-from course_lib.grading.feedback import install_mathjax
+from course_lib.grading.pages.feedback import install_mathjax
 
 COLUMNS = ("student", "lesson", "exercise", "points", "max_points", "status")
 # A spreadsheet evaluates a cell that begins with one of these (CSV or formula injection).

@@ -1,10 +1,10 @@
 """What an expression reaches, read without running it: the state and the evaluation that
-:class:`course_lib.grading.code_reader.Reader` walks a cell with.
+:class:`course_lib.grading.verdicts.code_reader.Reader` walks a cell with.
 
 :class:`Reach` keeps what each name of the notebook is bound to (``env``): a real object of the
 grader's own process (a module already loaded here, or something under it), a
-:class:`~course_lib.grading.capabilities.Symbol` (a module the grader has not loaded, known by
-its path), the notebook's own class, instance or function, or UNKNOWN; and it follows an
+:class:`~course_lib.grading.verdicts.capabilities.Symbol` (a module the grader has not loaded,
+known by its path), the notebook's own class, instance or function, or UNKNOWN; and it follows an
 attribute chain from there, noting every capability met on the way.
 """
 
@@ -14,7 +14,7 @@ import ast
 import builtins
 import sys
 
-from course_lib.grading.capabilities import (
+from course_lib.grading.verdicts.capabilities import (
     ALLOWED_COURSE_IMPORT,
     CAPABILITY_BUILTINS,
     INTERPRETER,

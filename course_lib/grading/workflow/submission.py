@@ -16,7 +16,7 @@ from pathlib import Path
 
 import nbformat
 
-from course_lib.grading.verdict import is_test_cell, short_name
+from course_lib.grading.verdicts.verdict import error_outputs, is_test_cell, short_name
 
 MAX_NOTEBOOK_BYTES = 20 * 2**20
 MAX_FILES_BYTES = 64 * 2**20  # the other files of one lesson folder, together
@@ -120,10 +120,6 @@ def read_submission(path: Path) -> tuple[nbformat.NotebookNode | None, str]:
         first_line = (str(error).strip().splitlines() or [type(error).__name__])[0]
         return None, f"{path.name} is not a valid notebook: {first_line[:200]}"
     return nb, ""
-
-
-def error_outputs(cell) -> list:
-    return [o for o in cell.get("outputs", []) if o.get("output_type") == "error"]
 
 
 def explain_error(output, timeout: int, memory_gb: float) -> str:

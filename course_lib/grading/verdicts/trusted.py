@@ -11,8 +11,9 @@ observations:
   grader gave them); only their outputs are copied back, so sources, metadata and points are
   the grader's. Missing, extra or altered cells, or an observation that arrived out of its test
   cell's turn, mark the notebook tampered: every exercise of it fails, flagged;
-- each exercise's results file is parsed here (:func:`course_lib.grading.verdict.parse_results`)
-  and judged against the solution's observations (:func:`course_lib.grading.verdict.judge`);
+- each exercise's results file is parsed here
+  (:func:`course_lib.grading.verdicts.verdict.parse_results`) and judged against the solution's
+  observations (:func:`course_lib.grading.verdicts.verdict.judge`);
 - each test cell's outputs are rewritten so that nbgrader's scoring (an error output means
   zero) says exactly what the verdict says: a passing exercise loses any error the kernel
   printed, a failing one gains the verdict's error, and no test cell keeps an
@@ -32,8 +33,8 @@ import nbformat
 import torch
 
 from course_lib.grading.config import read_source_notebook
-from course_lib.grading.static_check import cell_roles, notebook_findings
-from course_lib.grading.verdict import (
+from course_lib.grading.verdicts.static_check import cell_roles, notebook_findings
+from course_lib.grading.verdicts.verdict import (
     UnusableResults,
     Verdict,
     draw_inputs,
@@ -52,9 +53,9 @@ def grade_notebook(nb, staged: Path, *, source: Path, key: bytes, nonce: str,
                    ) -> tuple[nbformat.NotebookNode, NotebookVerdicts]:
     """Run ``nb`` with ``execute(nb, staged, tests)`` and judge it against the source notebook.
 
-    ``execute`` returns a :class:`course_lib.grading.sandbox.Returned`; ``tests`` maps each test
-    cell's id to (grade_id, inputs bytes). ``names`` = (student, lesson, notebook) seeds the
-    inputs together with ``key`` and ``nonce``.
+    ``execute`` returns a :class:`course_lib.grading.isolation.sandbox.Returned`; ``tests`` maps
+    each test cell's id to (grade_id, inputs bytes). ``names`` = (student, lesson, notebook) seeds
+    the inputs together with ``key`` and ``nonce``.
     """
     reference = load_reference(source)
     source_nb = read_source_notebook(source)
@@ -105,7 +106,6 @@ def inputs_bytes(inputs, functions: tuple[str, ...]) -> bytes:
     return buffer.getvalue()
 
 
-# ---------------------------------------------------------------------------------------------
 # What came back
 
 
@@ -160,7 +160,6 @@ def _plain_outputs(outputs) -> bool:
         isinstance(o, dict) and o.get("output_type") in OUTPUT_TYPES for o in outputs)
 
 
-# ---------------------------------------------------------------------------------------------
 # Verdicts into the notebook, and beside it for the gradebook
 
 

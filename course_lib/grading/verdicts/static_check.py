@@ -5,7 +5,7 @@ the grader's source notebook: every code cell whose text is not one of the sourc
 (imports, self-checks with their hidden tests) is the student's, whatever its metadata says.
 Each cell is read after IPython's own transformation (magics and ``!`` commands become the calls
 the kernel makes; the code ``%time``, ``%timeit`` and ``%%capture`` run is read too), by
-:class:`course_lib.grading.capabilities.Reader`, and a cell that still does not parse is
+:class:`course_lib.grading.verdicts.code_reader.Reader`, and a cell that still does not parse is
 reported.
 
 What it finds falls in two kinds (:class:`StaticFindings`):
@@ -15,8 +15,8 @@ What it finds falls in two kinds (:class:`StaticFindings`):
   cells, a cell that does not parse, and anything found after the last test cell (it can change
   no sealed observation);
 - **held** (no points until the instructor has looked): a capability
-  (:mod:`course_lib.grading.capabilities`) in a cell before the exercise's test cell: it holds
-  the exercise it is written in and every later one (observations sealed before it ran are out
+  (:mod:`course_lib.grading.verdicts.capabilities`) in a cell before the exercise's test cell: it
+  holds the exercise it is written in and every later one (observations sealed before it ran are out
   of its reach).
 
 Ordinary code is not held: imports of installed libraries that give no capability (plotting,
@@ -32,9 +32,9 @@ import functools
 from dataclasses import dataclass, field
 
 from course_lib.grading import hidden
-from course_lib.grading.capabilities import MAGICS_WITH_CODE
-from course_lib.grading.code_reader import Reader
-from course_lib.grading.verdict import is_test_cell
+from course_lib.grading.verdicts.capabilities import MAGICS_WITH_CODE
+from course_lib.grading.verdicts.code_reader import Reader
+from course_lib.grading.verdicts.verdict import is_test_cell
 
 
 @dataclass
@@ -47,7 +47,6 @@ class StaticFindings:
     withheld: list[str] = field(default_factory=list)
 
 
-# ---------------------------------------------------------------------------------------------
 # Which cells are the student's
 
 
@@ -92,7 +91,6 @@ def cell_roles(nb, source_nb) -> list[CellRole]:
     return roles
 
 
-# ---------------------------------------------------------------------------------------------
 # Reading one cell
 
 
@@ -144,7 +142,6 @@ def read_magic_code(reader: Reader, magic: str, line: str, body: str | None) -> 
         reader.flags.append(f"the code of a %{magic} line does not parse, so it did not run")
 
 
-# ---------------------------------------------------------------------------------------------
 # A notebook's findings, by exercise
 
 

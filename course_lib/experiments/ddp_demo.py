@@ -1,4 +1,5 @@
-"""Data-parallel training on PyTorch's own engine: ``DistributedDataParallel`` under ``torchrun``.
+"""A demonstration, run under ``torchrun``: data-parallel training on PyTorch's own engine,
+``DistributedDataParallel``, of a small Transformer on the copy task (``docs/distributed.md``).
 
 Each of W processes (ranks) holds a whole copy of the model and reads its own 1/W share of every
 global batch. After the backward pass DDP averages the gradients over the ranks (an all-reduce),
@@ -10,8 +11,8 @@ loss is a mean over equally many items (equal shares, fixed-length sequences), g
 of the mean loss over the whole global batch: the step one process would take on that batch.
 The training loop is :func:`course_lib.train.loop.fit`, the one every lesson uses.
 
-    python -m course_lib.experiments.ddp_copy --epochs 5        # one process, no torchrun
-    torchrun --standalone --nproc_per_node=4 -m course_lib.experiments.ddp_copy \
+    python -m course_lib.experiments.ddp_demo --epochs 5        # one process, no torchrun
+    torchrun --standalone --nproc_per_node=4 -m course_lib.experiments.ddp_demo \
         --global-batch-size 64
 """
 
@@ -32,12 +33,13 @@ from torch import nn
 from torch.nn.parallel import DistributedDataParallel
 from torch.utils.data import DataLoader, DistributedSampler
 
+from course_lib.arguments import check_choice
 from course_lib.data.batching import TranslationBatch
 from course_lib.data.sequence_tasks import TASKS, sequence_task
-from course_lib.data.vocab import SPECIALS
 from course_lib.device import get_device
 from course_lib.models.transformer import Transformer, TransformerConfig, transformer_loss
 from course_lib.seeding import seed_everything
+from course_lib.tokens import SPECIALS
 from course_lib.train.history import History
 from course_lib.train.loop import fit
 
@@ -88,8 +90,7 @@ def setup(backend: str | None = None) -> DistributedContext:
         device = torch.device(device.type, local_rank)
         torch.cuda.set_device(device)
     backend = backend or ("nccl" if device.type == "cuda" else "gloo")
-    if backend not in BACKENDS:
-        raise ValueError(f"backend must be one of {BACKENDS}, got {backend!r}")
+    check_choice("backend", backend, BACKENDS)
     if backend == "nccl" and device.type != "cuda":
         raise ValueError(f"the nccl backend needs CUDA GPUs, but this process trains on "
                          f"{device}; use --backend gloo")
@@ -210,8 +211,7 @@ def train(settings: DataParallelSettings, context: DistributedContext,
           progress: bool = True) -> tuple[History, Transformer]:
     """Train on this rank's share through :func:`course_lib.train.loop.fit` with the DDP-wrapped
     model; returns the history (global losses, the same on every rank) and the bare model."""
-    if settings.task not in TASKS:
-        raise ValueError(f"task must be one of {TASKS}, got {settings.task!r}")
+    check_choice("task", settings.task, TASKS)
     batch_per_rank = per_rank_batch_size(settings.global_batch_size, context.world_size)
     if settings.n_examples < settings.global_batch_size:
         raise ValueError(f"{settings.n_examples} examples do not fill one global batch of "
@@ -266,7 +266,7 @@ MODEL_FLAGS = {
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
-        prog="python -m course_lib.experiments.ddp_copy",
+        prog="python -m course_lib.experiments.ddp_demo",
         description="Train a small Transformer on a sequence task with DistributedDataParallel "
                     "(launch with torchrun; runs as one process without it).")
     defaults = DataParallelSettings()
@@ -306,7 +306,7 @@ def main(argv: list[str] | None = None) -> int:
         finally:
             cleanup()
     except ValueError as error:
-        print(f"course_lib.experiments.ddp_copy: {error}", file=sys.stderr)
+        print(f"course_lib.experiments.ddp_demo: {error}", file=sys.stderr)
         return 2
     if args.out is not None:
         save_results(args.out, settings, context, history, model)

@@ -38,9 +38,8 @@ from typing import Any
 import torch
 from torch import nn
 
-from course_lib.data.vocab import PAD_ID
 from course_lib.device import bench_devices
-from course_lib.experiments.bench_report import TARGETS, performance_markdown
+from course_lib.experiments.benchmark_report import TARGETS, performance_markdown
 from course_lib.experiments.runs import write_json
 from course_lib.lessons.costs import decode_timing
 from course_lib.models import count_parameters
@@ -51,6 +50,7 @@ from course_lib.paths import COURSE_ROOT
 from course_lib.profile import PROFILE_ENV, by_profile
 from course_lib.seeding import seed_everything
 from course_lib.timing import paired_medians, peak_memory
+from course_lib.tokens import PAD_ID
 
 PARTS = ("attention", "transformer_step", "kv_cache", "lessons")
 DOCS_PAGE = COURSE_ROOT / "docs" / "performance.md"
@@ -91,7 +91,6 @@ class BenchSettings:
         return by_profile(fast=fast, full=full)
 
 
-# ---------------------------------------------------------------------------------------------
 def _forward_backward(module: nn.Module, x: torch.Tensor) -> Callable[[], None]:
     """A call running ``module`` as self-attention on ``x`` and back-propagating a sum."""
     def call() -> None:
@@ -102,7 +101,6 @@ def _forward_backward(module: nn.Module, x: torch.Tensor) -> Callable[[], None]:
     return call
 
 
-# ---------------------------------------------------------------------------------------------
 # Part 1: attention
 
 
@@ -137,7 +135,6 @@ def attention_bench(settings: BenchSettings, device: torch.device) -> list[dict]
     return rows
 
 
-# ---------------------------------------------------------------------------------------------
 # Part 2: a Transformer training step (against models.torch_transformer.TorchTransformer)
 
 
@@ -186,7 +183,6 @@ def transformer_step_bench(settings: BenchSettings, device: torch.device) -> dic
             "ratio": seconds["ours"] / seconds["torch"]}
 
 
-# ---------------------------------------------------------------------------------------------
 # Part 3: the KV cache
 
 
@@ -210,7 +206,6 @@ def kv_cache_bench(settings: BenchSettings, device: torch.device) -> list[dict]:
     return found
 
 
-# ---------------------------------------------------------------------------------------------
 # Part 4: the lessons
 
 
@@ -256,7 +251,6 @@ def lessons_bench(profiles: Sequence[str], root: Path = COURSE_ROOT,
     return rows
 
 
-# ---------------------------------------------------------------------------------------------
 # The whole run
 
 
@@ -322,7 +316,6 @@ def run_bench(parts: Sequence[str] = PARTS, settings: BenchSettings | None = Non
     return result
 
 
-# ---------------------------------------------------------------------------------------------
 # The Markdown page
 
 

@@ -12,7 +12,7 @@ make control groups, the whole sandbox goes into one group with a memory and a p
 Elsewhere (a laptop without delegated cgroups, macOS) the limits are per process: an
 address-space rlimit for every process and ``RLIMIT_NPROC`` (which does not bind root).
 Disk is bounded in both cases by the sandbox itself: the submission's only writable places are
-size-capped in-memory file systems (:mod:`course_lib.grading.sandbox`), and every file by
+size-capped in-memory file systems (:mod:`course_lib.grading.isolation.sandbox`), and every file by
 ``RLIMIT_FSIZE``. Time is the cell timeout and one deadline for the whole notebook, set from the
 source notebook (:func:`notebook_deadline`).
 """
@@ -67,7 +67,6 @@ def feedback_deadline(source: Path) -> int:
     return cells * FEEDBACK_SECONDS_PER_CELL + FEEDBACK_MARGIN_S
 
 
-# ---------------------------------------------------------------------------------------------
 # Control groups
 
 

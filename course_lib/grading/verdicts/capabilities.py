@@ -5,13 +5,13 @@ call: the interpreter's internals, imports by computed names, the operating syst
 in data or compiled from strings, the kernel, threads and signals (code that runs while a later
 test cell runs), the call monitor, names computed at run time, and private torch names. The
 catalogue below names them by module and by object;
-:class:`course_lib.grading.code_reader.Reader` follows a cell's names to the objects they reach
-(in the grader's own process, or by their dotted path for a module the grader has not loaded),
-so a capability is found however it is reached: an import, an alias, an attribute of an allowed
-module (``torch.sys``), a literal ``getattr``, a ``match`` pattern.
+:class:`course_lib.grading.verdicts.code_reader.Reader` follows a cell's names to the objects
+they reach (in the grader's own process, or by their dotted path for a module the grader has not
+loaded), so a capability is found however it is reached: an import, an alias, an attribute of an
+allowed module (``torch.sys``), a literal ``getattr``, a ``match`` pattern.
 
-:mod:`course_lib.grading.static_check` decides which cells are the student's and what each
-finding means for each exercise.
+:mod:`course_lib.grading.verdicts.static_check` decides which cells are the student's and what
+each finding means for each exercise.
 """
 
 from __future__ import annotations
@@ -108,7 +108,6 @@ HARMLESS_MAGICS = frozenset({
 MAGICS_WITH_CODE = frozenset({"time", "timeit", "capture"})
 
 
-# ---------------------------------------------------------------------------------------------
 # What a name can stand for when the code is not run
 
 
@@ -144,7 +143,6 @@ def is_known(value) -> bool:
     return not isinstance(value, _Unknown | Symbol | Own)
 
 
-# ---------------------------------------------------------------------------------------------
 # The catalogue, as objects of the grader's own process
 
 

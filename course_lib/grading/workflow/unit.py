@@ -1,11 +1,12 @@
 """One grading unit: a student's lesson folder, graded into gradebook rows and feedback pages.
 
 The folder is checked and its plain files staged for the sandbox
-(:func:`course_lib.grading.submission.stage_files`); only the notebooks enter nbgrader, whose
-``autograde`` runs them through :class:`course_lib.grading.sandbox.SandboxedExecute`. Each row is
-then written from the grader's own verdicts (:func:`exercise_outcome`), nbgrader's database is
-set to match, and the feedback page shows each row in its test cell; a notebook that could not
-be graded gets a page of its rows all the same.
+(:func:`course_lib.grading.workflow.submission.stage_files`); only the notebooks enter nbgrader,
+whose ``autograde`` runs them through
+:class:`course_lib.grading.isolation.sandbox.SandboxedExecute`. Each row is then written from
+the grader's own verdicts (:func:`exercise_outcome`), nbgrader's database is set to match, and
+the feedback page shows each row in its test cell; a notebook that could not be graded gets a
+page of its rows all the same.
 """
 
 from __future__ import annotations
@@ -21,17 +22,17 @@ from pathlib import Path
 import nbformat
 from nbgrader.api import Gradebook, MissingEntry
 
-from course_lib.grading.budget import feedback_deadline
-from course_lib.grading.feedback import placeholder_page
-from course_lib.grading.gradebook import GradeRow
-from course_lib.grading.submission import (
+from course_lib.grading.isolation.budget import feedback_deadline
+from course_lib.grading.pages.feedback import placeholder_page
+from course_lib.grading.pages.gradebook import GradeRow
+from course_lib.grading.verdicts.trusted import NotebookVerdicts, read_verdicts
+from course_lib.grading.verdicts.verdict import is_test_cell
+from course_lib.grading.workflow.submission import (
     Refused,
     read_submission,
     reasons_by_grade_id,
     stage_files,
 )
-from course_lib.grading.trusted import NotebookVerdicts, read_verdicts
-from course_lib.grading.verdict import is_test_cell
 
 
 @dataclass(frozen=True)
@@ -137,7 +138,7 @@ class FeedbackTimeout(Exception):
 
 def make_feedback(api, workspace: Path, lesson: str, student: str, notebooks) -> str:
     """Run nbgrader's feedback step for one unit within its budget (the sum of each notebook's
-    :func:`course_lib.grading.budget.feedback_deadline`); '' or what went wrong."""
+    :func:`course_lib.grading.isolation.budget.feedback_deadline`); '' or what went wrong."""
     seconds = sum(feedback_deadline(workspace / "source" / lesson / f"{nb}.ipynb")
                   for nb in notebooks)
     too_long = f"it took longer than its {seconds} s budget"

@@ -12,7 +12,7 @@ For each exercise the grader
 4. makes the same observations itself with the instructor's solution (:class:`Reference`,
    built by running the source notebook in this process) and compares (:func:`compare`);
 5. looks at the student's code for calls into what the exercise re-implements
-   (:func:`course_lib.grading.static_check.static_flags`).
+   (:func:`course_lib.grading.verdicts.static_check.static_flags`).
 
 Nothing the submission's kernel does can change a verdict: it only supplies data, and data
 passes only when it agrees with what this process computed from inputs the kernel never chose.
@@ -51,6 +51,11 @@ def is_test_cell(cell) -> bool:
     return cell.get("cell_type") == "code" and bool(meta.get("grade")) and not meta.get("solution")
 
 
+def error_outputs(cell) -> list:
+    """The error outputs of a cell, in order."""
+    return [o for o in cell.get("outputs", []) if o.get("output_type") == "error"]
+
+
 def defined_names(source: str) -> list[str]:
     """Top-level functions and classes a cell defines."""
     try:
@@ -61,7 +66,6 @@ def defined_names(source: str) -> list[str]:
             if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef)]
 
 
-# ---------------------------------------------------------------------------------------------
 # The reference: the instructor's source notebook, run in the grader's own process
 
 
@@ -141,7 +145,6 @@ def expected_records(test: HiddenTest, inputs: Any) -> dict[str, tuple]:
     return records
 
 
-# ---------------------------------------------------------------------------------------------
 # Reading what the kernel sent
 
 
@@ -166,7 +169,6 @@ def parse_results(data: bytes) -> dict:
     return results
 
 
-# ---------------------------------------------------------------------------------------------
 # Comparing
 
 
@@ -268,7 +270,6 @@ def _short(value) -> str:
     return text if len(text) <= 80 else text[:77] + "..."
 
 
-# ---------------------------------------------------------------------------------------------
 # Verdicts
 
 

@@ -1,8 +1,8 @@
 """A cell read as the kernel would run it, without running it: :class:`Reader` visits a
-cell's syntax tree in order, binding names (:class:`course_lib.grading.reach.Reach`) and
-noting every capability reached (:mod:`course_lib.grading.capabilities`) and every visible use
-of a reference: through imports, aliases, attribute chains, calls that take names or code, loaders,
-``match`` patterns and magics.
+cell's syntax tree in order, binding names (:class:`course_lib.grading.verdicts.reach.Reach`)
+and noting every capability reached (:mod:`course_lib.grading.verdicts.capabilities`) and every
+visible use of a reference: through imports, aliases, attribute chains, calls that take names or
+code, loaders, ``match`` patterns and magics.
 """
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ from __future__ import annotations
 import ast
 import sys
 
-from course_lib.grading.capabilities import (
+from course_lib.grading.verdicts.capabilities import (
     ALLOWED_UNDER_CAPABILITY,
     CODE_TAKERS,
     DATA_CODE,
@@ -33,7 +33,7 @@ from course_lib.grading.capabilities import (
     module_if_installed,
     path_of,
 )
-from course_lib.grading.reach import (
+from course_lib.grading.verdicts.reach import (
     Reach,
     is_constant,
     literal_string,

@@ -11,8 +11,9 @@ removes the network (loopback stays, for the kernel) and gives the sandbox its o
 namespace, whose first process is the runner (``--as-pid-1``); ``--cap-drop ALL`` leaves the
 sandbox no capability, so the kernel cannot read the runner's ``/proc`` entries.
 
-Memory and processes are limited for the whole sandbox (:mod:`course_lib.grading.budget`), the
-runner's answer is read with a hard size limit, and the whole run has one deadline.
+Memory and processes are limited for the whole sandbox
+(:mod:`course_lib.grading.isolation.budget`), the runner's answer is read with a hard size limit,
+and the whole run has one deadline.
 
 Without bwrap, untrusted code runs only when the caller passes ``unsafe=True``.
 """
@@ -37,11 +38,11 @@ from nbgrader.preprocessors import NbGraderPreprocessor
 from traitlets import Bool, Float, Integer, Unicode
 
 import course_lib
-from course_lib.grading import budget as budgets
 from course_lib.grading.config import DEFAULT_CELL_TIMEOUT_S, DEFAULT_MEMORY_GB
 from course_lib.grading.hidden import GRADING_DIR_VARIABLE
+from course_lib.grading.isolation import budget as budgets
 from course_lib.grading.runner import GRADING_FOLDER
-from course_lib.grading.trusted import grade_notebook, write_verdicts
+from course_lib.grading.verdicts.trusted import grade_notebook, write_verdicts
 
 MOUNT_POINT = "/submission"
 STAGED_MOUNT = "/course-staged"

@@ -1,5 +1,5 @@
-"""Data-parallel training (course_lib.experiments.ddp_copy): two gloo processes under torchrun
-against one.
+"""The torchrun demonstration, data-parallel training (course_lib.experiments.ddp_demo): two
+gloo processes under torchrun against one.
 
 The two-process run and the one-process run see the same global batches in the same order from
 the same initial weights, so they do the same arithmetic except for the order of floating-point
@@ -20,9 +20,8 @@ import torch
 from torch import distributed as dist
 
 from course_lib.data.sequence_tasks import sequence_task
-from course_lib.data.vocab import SPECIALS
 from course_lib.device import get_device
-from course_lib.experiments.ddp_copy import (
+from course_lib.experiments.ddp_demo import (
     TORCHRUN_VARIABLES,
     DataParallelSettings,
     DistributedContext,
@@ -37,6 +36,7 @@ from course_lib.experiments.ddp_copy import (
 )
 from course_lib.models.toy import ToyClassifier, ToyConfig
 from course_lib.models.transformer import Transformer
+from course_lib.tokens import SPECIALS
 from course_lib.train.loop import fit, supervised_loss
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -58,7 +58,7 @@ def two_process_run(tmp_path_factory):
            if name not in (*TORCHRUN_VARIABLES, "MASTER_ADDR", "MASTER_PORT")}
     env.update(OMP_NUM_THREADS="1", COURSE_DEVICE="cpu")  # CPU and gloo, even on a GPU machine
     command = [sys.executable, "-m", "torch.distributed.run", "--standalone",
-               "--nproc_per_node", "2", "-m", "course_lib.experiments.ddp_copy", *RUN,
+               "--nproc_per_node", "2", "-m", "course_lib.experiments.ddp_demo", *RUN,
                "--backend", "gloo", "--no-progress", "--out", str(out)]
     result = subprocess.run(command, cwd=ROOT, env=env, capture_output=True, text=True,
                             timeout=120)

@@ -9,9 +9,10 @@ For each run a private nbgrader course directory is made in a temporary folder: 
 copied in and ``generate_assignment`` records every cell's checksum and source (hidden tests
 included) in its own database. Each submission is checked (present, a regular file, a valid
 notebook) and copied in; ``autograde`` then restores locked and test cells from the database
-(nbgrader's checksums), runs the notebook in the sandbox (:mod:`course_lib.grading.sandbox`) and
-scores each test cell. The submissions folder is only read. Outputs are written atomically, and
-grading the same folder twice gives the same files.
+(nbgrader's checksums), runs the notebook in the sandbox
+(:mod:`course_lib.grading.isolation.sandbox`) and scores each test cell. The submissions folder
+is only read. Outputs are written atomically, and grading the same folder twice gives the same
+files.
 
 With ``workers`` > 1 (``course grade --workers N``) that many processes each keep their own
 workspace and take (student, lesson) folders from a shared queue; the gradebook and feedback do
@@ -20,6 +21,7 @@ not depend on the number of workers.
 
 from __future__ import annotations
 
+import functools
 import multiprocessing
 import os
 import shutil
@@ -30,6 +32,8 @@ from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass
 from pathlib import Path
 
+import nbgrader
+import nbgrader.api
 from nbconvert.preprocessors import ClearMetadataPreprocessor
 from nbgrader.apps import NbGraderAPI
 from nbgrader.coursedir import CourseDirectory
@@ -52,16 +56,15 @@ from course_lib.grading.config import (
     nbgrader_config,
     source_notebooks,
 )
-from course_lib.grading.feedback import configure_feedback
-from course_lib.grading.gradebook import GradeRow, summary, write_outputs
 from course_lib.grading.hidden import HiddenTestError, key_file_for, load_or_create_key
-from course_lib.grading.runs import find_run, latest_run, new_run, runs_file_for
-from course_lib.grading.sandbox import SandboxedExecute, sandbox_available
-from course_lib.grading.unit import exercises_of, failure_text, grade_one
-from course_lib.grading.verdict import load_reference
+from course_lib.grading.isolation.sandbox import SandboxedExecute, sandbox_available
+from course_lib.grading.pages.feedback import configure_feedback
+from course_lib.grading.pages.gradebook import GradeRow, summary, write_outputs
+from course_lib.grading.verdicts.verdict import load_reference
+from course_lib.grading.workflow.runs import find_run, latest_run, new_run, runs_file_for
+from course_lib.grading.workflow.unit import exercises_of, failure_text, grade_one
 from course_lib.paths import COURSE_ROOT
 
-# ---------------------------------------------------------------------------------------------
 # nbgrader set-up
 
 
@@ -87,7 +90,6 @@ def grading_config(workspace: Path, timeout: int, memory_gb: float, unsafe: bool
     return config
 
 
-# ---------------------------------------------------------------------------------------------
 # The batch
 
 
@@ -133,8 +135,8 @@ def grade(submissions: Path, out: Path, *, root: Path = COURSE_ROOT,
     oversubscribes the machine. The rows and files are the same for any number of workers.
     The hidden tests' inputs come from the key in ``key_file`` (default: ``<out>.key`` beside
     the gradebook, made on first use) and a nonce drawn for this run, recorded beside the
-    gradebook (:mod:`course_lib.grading.runs`); ``replay`` names an earlier run whose nonce is
-    used again, to repeat it exactly. Whatever one submission does, the batch finishes and
+    gradebook (:mod:`course_lib.grading.workflow.runs`); ``replay`` names an earlier run whose
+    nonce is used again, to repeat it exactly. Whatever one submission does, the batch finishes and
     writes its gradebook: a failure is that submission's rows and reason.
     """
     submissions, out = Path(submissions).resolve(), Path(out).resolve()
@@ -233,10 +235,24 @@ class GraderSettings:
         return self.scratch / "feedback-out"
 
 
+@functools.cache
+def gradebook_schema_version() -> str:
+    """The revision nbgrader stamps a new gradebook database with: the head of its own migration
+    scripts, read in this process (nbgrader runs the ``alembic heads`` command in a subprocess
+    for it, which costs seconds for every new database)."""
+    from alembic.config import Config as AlembicConfig
+    from alembic.script import ScriptDirectory
+
+    alembic = AlembicConfig()
+    alembic.set_main_option("script_location", str(Path(nbgrader.__file__).parent / "alembic"))
+    return ScriptDirectory.from_config(alembic).get_current_head()
+
+
 class LessonGrader:
     """One nbgrader workspace (one database), preparing each lesson the first time it is met."""
 
     def __init__(self, settings: GraderSettings):
+        nbgrader.api.get_alembic_version = gradebook_schema_version
         self.settings = settings
         self.workspace = Path(tempfile.mkdtemp(prefix="workspace-", dir=settings.scratch))
         config = grading_config(self.workspace, settings.timeout, settings.memory_gb,
@@ -292,7 +308,6 @@ def _grade_in_worker(unit: tuple[str, Path]) -> list[GradeRow]:
     return _WORKER.grade(*unit)
 
 
-# ---------------------------------------------------------------------------------------------
 # Writing
 
 
