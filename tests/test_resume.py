@@ -162,8 +162,9 @@ def test_save_every_must_be_a_positive_int(tmp_path, every):
 
 def test_ctrl_c_in_an_experiment_says_what_it_saved_and_the_next_run_goes_on(tmp_path):
     """A real SIGINT to a process training the no-attention translator (fast profile, CPU, 400
-    steps): the error names the model, the step and the saved state, and the same call then
-    resumes and ends with the uninterrupted run's model and record."""
+    steps), held after its first saved state so that the signal lands while it trains, however
+    slow the machine: the error names the model, the step and the saved state, and the same
+    call then resumes and ends with the uninterrupted run's model and record."""
     import json
     import os
     import signal
@@ -177,9 +178,20 @@ def test_ctrl_c_in_an_experiment_says_what_it_saved_and_the_next_run_goes_on(tmp
               "from course_lib.experiments.bottleneck import reproduce_bottleneck\n"
               "reproduce_bottleneck('none', steps=400, out_dir=Path(sys.argv[1]), progress=False)")
 
-    def start(cache):
+    # The first saved state, then a pause inside the training step: the test's Ctrl-C lands
+    # there (a run left to go on could finish before a signal sent from a busy machine).
+    hold = ("import time\nfrom course_lib.train import resume\n"
+            "save = resume.Checkpointer.save\n"
+            "def save_and_hold(self, *args):\n"
+            "    save(self, *args)\n"
+            "    resume.Checkpointer.save = save\n"
+            "    time.sleep(300)\n"
+            "resume.Checkpointer.save = save_and_hold\n")
+
+    def start(cache, held=False):
         return subprocess.Popen(
-            [sys.executable, "-c", script, str(cache / "results")], text=True,
+            [sys.executable, "-c", (hold if held else "") + script, str(cache / "results")],
+            text=True,
             stdout=subprocess.PIPE, stderr=subprocess.PIPE,
             env={**os.environ, "COURSE_PROFILE": "fast", "COURSE_DEVICE": "cpu",
                  "COURSE_MODEL_CACHE": str(cache)})
@@ -191,11 +203,12 @@ def test_ctrl_c_in_an_experiment_says_what_it_saved_and_the_next_run_goes_on(tmp
     reference, interrupted = tmp_path / "reference", tmp_path / "interrupted"
     code, _, err = finish(start(reference))
     assert code == 0, err
-    process = start(interrupted)
+    process = start(interrupted, held=True)
     deadline = time.monotonic() + 300
     while not list(interrupted.glob("*.resume.pt")) and process.poll() is None:
         assert time.monotonic() < deadline, "no resumable state was saved"
         time.sleep(0.05)
+    assert process.poll() is None, "the run ended before it could be interrupted"
     process.send_signal(signal.SIGINT)
     code, _, err = finish(process)
     assert code != 0
