@@ -191,8 +191,10 @@ def test_ctrl_c_in_an_experiment_says_what_it_saved_and_the_next_run_goes_on(tmp
     def start(cache, held=False):
         return subprocess.Popen(
             [sys.executable, "-c", (hold if held else "") + script, str(cache / "results")],
-            text=True,
-            stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+            text=True, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+            # Ctrl-C as a terminal sends it, whatever this process ignores: a child that inherits
+            # an ignored SIGINT (code run earlier in this worker may ignore it) never sees it.
+            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
             env={**os.environ, "COURSE_PROFILE": "fast", "COURSE_DEVICE": "cpu",
                  "COURSE_MODEL_CACHE": str(cache)})
 
