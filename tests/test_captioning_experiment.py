@@ -93,11 +93,13 @@ def test_the_settings_nest_the_complete_model_config_of_each_data_set():
     assert shapes.model == replace(digits.model, vocab_size=shapes.model.vocab_size,
                                    in_channels=3, read_convs=2, gate=False,
                                    pool_before_norm=False)
-    assert (shapes.final_lr_fraction, digits.final_lr_fraction) == (None, 0.05)
+    assert (shapes.train.final_lr_fraction, digits.train.final_lr_fraction) == (None, 0.05)
     assert (shapes.regularization, digits.regularization) == (0.0, 0.1)
-    assert (shapes.steps, digits.steps) == (caption_steps("shapes"), caption_steps("digits"))
-    assert replace(shapes, model=digits.model, final_lr_fraction=0.05, regularization=0.1,
-                   steps=digits.steps) == digits
+    assert (shapes.train.steps, digits.train.steps) == (caption_steps("shapes"),
+                                                        caption_steps("digits"))
+    assert replace(shapes, model=digits.model, regularization=0.1,
+                   train=replace(shapes.train, final_lr_fraction=0.05,
+                                 steps=digits.train.steps)) == digits
 
 
 def test_one_seed_decides_the_images_the_initialisation_and_the_batches(tmp_path):
@@ -107,7 +109,8 @@ def test_one_seed_decides_the_images_the_initialisation_and_the_batches(tmp_path
     with pytest.raises(TypeError):
         reproduce_captioning("digits", 4, settings=settings)
     # A changed budget is a new saved model; the same settings are the same file.
-    assert captioner_path("digits", replace(settings, steps=7), tmp_path) != \
+    shorter = replace(settings, train=replace(settings.train, steps=7))
+    assert captioner_path("digits", shorter, tmp_path) != \
         captioner_path("digits", settings, tmp_path)
     assert captioner_path("digits", CaptioningSettings.build("digits", 4), tmp_path) == \
         captioner_path("digits", settings, tmp_path)

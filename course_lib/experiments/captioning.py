@@ -38,6 +38,7 @@ from course_lib.experiments.runs import (
     DEFAULT_SEED,
     MODEL_CACHE,
     RunOptions,
+    TrainSettings,
     cache_file,
     run_metadata,
     save_figure,
@@ -46,14 +47,12 @@ from course_lib.experiments.runs import (
 )
 from course_lib.experiments.shipped import reference_loader
 from course_lib.experiments.targets import Target, constant, record_value
-from course_lib.experiments.translation import max_time_s
 from course_lib.models import count_parameters
 from course_lib.models.captioner import CaptionerConfig, ShowAttendTell, captioning_loss
 from course_lib.profile import by_profile
 from course_lib.seeding import REPRODUCE_THREADS, fixed_threads, seed_everything
 from course_lib.train.history import EarlyStopping, History
 from course_lib.train.loop import fit
-from course_lib.train.schedules import cosine_decay
 from course_lib.train.trainer import epochs_for
 
 IN_CHANNELS = {"digits": 1, "shapes": 3}
@@ -70,32 +69,28 @@ def caption_steps(name: str) -> int:
 class CaptioningSettings:
     """Everything that decides one data set's captioner: the seed (the images, the
     initialisation and the batch order all come from it), the data sizes, the model's complete
-    config (``model``: vocabulary size and image channels from the data set), the optimiser,
-    the step budget and the torch threads.
+    config (``model``: vocabulary size and image channels from the data set), its training
+    (``train``), the weight of the attention penalty, the beam that evaluates it and the torch
+    threads.
 
     :meth:`build` gives both data sets a wide view that the decoder reads but the attention
     does not score (``model.read_convs``). The digit strips use the pool-before-norm encoder,
     one read convolution (an 18-pixel view, a whole digit), :data:`CAPTION_STEPS` and a
-    learning rate that falls along a cosine to ``final_lr_fraction`` of its start. The shape
+    learning rate that falls along a cosine to ``train.final_lr_fraction`` of its start. The shape
     scenes train for longer (:data:`SHAPE_STEPS`) with the plain encoder, two read
     convolutions (26 pixels, a whole shape: a size word is judged from the whole object), no
     gate β_t and no doubly stochastic penalty (``regularization`` 0), and a constant learning
     rate. Leaving out the gate and the penalty is an argument, not a measurement: a gate lets a
     model close it for one kind of word and name that word without looking at the object, and
     the three words that name one object all need the same place, which the penalty pushes
-    apart; no gated or penalised shape captioner has been trained to compare. ``max_minutes``
-    is an optional safety valve on training time."""
+    apart; no gated or penalised shape captioner has been trained to compare."""
 
     seed: int
     n_train: int
     n_val: int
     n_test: int
     model: CaptionerConfig
-    batch_size: int = 32
-    lr: float = 2e-3
-    final_lr_fraction: float | None = 0.05
-    steps: int = CAPTION_STEPS
-    max_minutes: float | None = None
+    train: TrainSettings
     regularization: float = 0.1
     beam_size: int = 1
     threads: int = REPRODUCE_THREADS
@@ -115,12 +110,14 @@ class CaptioningSettings:
                                 channels=by_profile(fast=(8, 16), full=(32, 64)), read_convs=1,
                                 pool_before_norm=True, embed_dim=min(64, hidden),
                                 hidden_size=hidden, attention_size=hidden // 2)
-        training = {}
+        train = TrainSettings(batch_size=32, lr=2e-3, clip_grad_norm=5.0,
+                              steps=steps or caption_steps(name), max_minutes=max_minutes)
+        regularization = 0.1
         if name == "shapes":
             model = replace(model, read_convs=2, gate=False, pool_before_norm=False)
-            training = {"final_lr_fraction": None, "regularization": 0.0}
-        return cls(seed, n_train, n_val, n_test, model, steps=steps or caption_steps(name),
-                   max_minutes=max_minutes, threads=threads, **training)
+            train, regularization = replace(train, final_lr_fraction=None), 0.0
+        return cls(seed, n_train, n_val, n_test, model, train, regularization=regularization,
+                   threads=threads)
 
 
 @dataclass
@@ -151,20 +148,19 @@ def caption_data(name: str, seed: int = DEFAULT_SEED) -> CaptionData:
 
 def train_captioner(model: ShowAttendTell, data: CaptionData, settings: CaptioningSettings,
                     device: torch.device | str, **fit_kwargs) -> tuple[History, float]:
-    """Adam with gradient clipping for ``settings.steps`` optimiser steps. With
-    ``final_lr_fraction`` the learning rate decays over those steps to that fraction of its
-    start (:func:`~course_lib.train.schedules.cosine_decay`); None keeps it constant. The validation
+    """Adam with gradient clipping for ``settings.train.steps`` optimiser steps, the rate
+    following ``settings.train``'s schedule (:meth:`TrainSettings.scheduler`). The validation
     loss is recorded every epoch, and the model ends with the weights of the epoch where it was
     lowest. Returns the history and the training time in seconds (validation excluded)."""
-    train = CaptionBatches(data.train, data.vocab, settings.batch_size, seed=settings.seed)
+    training = settings.train
+    train = CaptionBatches(data.train, data.vocab, training.batch_size, seed=settings.seed)
     val = CaptionBatches(data.val, data.vocab, 256, shuffle=False)
-    optimizer = torch.optim.Adam(model.parameters(), lr=settings.lr)
-    schedule = None if settings.final_lr_fraction is None else \
-        cosine_decay(optimizer, settings.steps, settings.final_lr_fraction)
-    epochs = epochs_for(settings.steps, train)
+    optimizer = torch.optim.Adam(model.parameters(), lr=training.lr)
+    epochs = epochs_for(training.steps, train)
     history = fit(model, optimizer, train, captioning_loss(settings.regularization),
-                  max_steps=settings.steps, val_batches=val, device=device, clip_grad_norm=5.0,
-                  max_time_s=max_time_s(settings.max_minutes), scheduler=schedule,
+                  max_steps=training.steps, val_batches=val, device=device,
+                  clip_grad_norm=training.clip_grad_norm, max_time_s=training.max_time_s,
+                  scheduler=training.scheduler(optimizer),
                   early_stopping=EarlyStopping("val_loss", patience=epochs, restore_best=True),
                   **fit_kwargs)
     return history, history["train_s"][-1]

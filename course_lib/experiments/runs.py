@@ -1,5 +1,6 @@
-"""What every ``course reproduce`` experiment shares: the switches of a run
-(:class:`RunOptions`), where results and trained models live, training a model or loading the
+"""What every ``course reproduce`` experiment shares: how one model is trained
+(:class:`TrainSettings`, nested in every experiment's settings as ``train``), the switches of a
+run (:class:`RunOptions`), where results and trained models live, training a model or loading the
 one already trained with the same settings, and writing the JSON record and the figure of a run.
 
 A trained model is kept in :data:`MODEL_CACHE` under a file name that digests everything that
@@ -27,11 +28,61 @@ from course_lib.profile import get_profile
 from course_lib.seeding import REPRODUCE_THREADS
 from course_lib.train.checkpoint import CheckpointError, load_checkpoint, save_checkpoint
 from course_lib.train.resume import TrainingInterrupted
+from course_lib.train.schedules import cosine_decay, warmup_inverse_sqrt
 
 DEFAULT_SEED = 0
 # Trained models, keyed by their settings; COURSE_MODEL_CACHE moves the folder (read at import).
 MODEL_CACHE = Path(os.environ.get("COURSE_MODEL_CACHE") or cache_dir("models"))
 RESULTS_DIR = COURSE_ROOT / "results"
+
+
+@dataclass(frozen=True)
+class TrainSettings:
+    """How one model of an experiment is trained: Adam at ``lr`` on batches of ``batch_size``
+    for ``steps`` optimiser steps, the gradients' total norm clipped to ``clip_grad_norm``.
+
+    The rate follows one schedule (:meth:`scheduler`): with ``warmup_steps`` it rises linearly
+    for that many steps, then falls as 1/√step (the Transformer's, Vaswani et al. 2017);
+    otherwise, with ``final_lr_fraction``, it falls along a cosine to that fraction of ``lr``
+    by the last step; with neither it stays at ``lr``. ``max_minutes`` is an optional safety
+    valve on training time, not a budget. The seed is not here: it belongs to the run (the data,
+    the initialisation and the batch order all come from it)."""
+
+    batch_size: int = 128
+    lr: float = 3e-3
+    clip_grad_norm: float = 1.0
+    steps: int = 1000
+    final_lr_fraction: float | None = 0.05
+    warmup_steps: int | None = None
+    max_minutes: float | None = None
+
+    def __post_init__(self) -> None:
+        for name in ("batch_size", "steps"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                raise ValueError(f"train.{name} must be a positive int, got {value!r}")
+        if self.warmup_steps is not None and self.final_lr_fraction is not None:
+            raise ValueError(f"train: give warmup_steps ({self.warmup_steps}) or "
+                             f"final_lr_fraction ({self.final_lr_fraction}), not both: a run "
+                             f"follows one schedule")
+        for name in ("lr", "clip_grad_norm", "max_minutes"):
+            value = getattr(self, name)
+            if value is not None and not value > 0:
+                raise ValueError(f"train.{name} must be positive, got {value!r}")
+
+    def scheduler(self, optimizer: torch.optim.Optimizer
+                  ) -> torch.optim.lr_scheduler.LRScheduler | None:
+        """The learning-rate schedule of this training (None: a constant rate)."""
+        if self.warmup_steps is not None:
+            return warmup_inverse_sqrt(optimizer, self.warmup_steps)
+        if self.final_lr_fraction is not None:
+            return cosine_decay(optimizer, self.steps, self.final_lr_fraction)
+        return None
+
+    @property
+    def max_time_s(self) -> float | None:
+        """``fit``'s ``max_time_s``: the safety valve in seconds (None: no limit)."""
+        return None if self.max_minutes is None else 60.0 * self.max_minutes
 
 
 @dataclass(frozen=True)

@@ -29,6 +29,7 @@ from course_lib.experiments.runs import (
     DEFAULT_SEED,
     MODEL_CACHE,
     RunOptions,
+    TrainSettings,
     cache_file,
     load_saved,
     run_metadata,
@@ -46,7 +47,6 @@ from course_lib.experiments.translation import (
     checkpoint_path,
     corpus_size,
     evaluate_translator,
-    max_time_s,
     results_table,
     translation_entry,
     translation_metrics,
@@ -58,7 +58,6 @@ from course_lib.seeding import REPRODUCE_THREADS, fixed_threads, seed_everything
 from course_lib.tokens import PAD_ID
 from course_lib.train.history import History
 from course_lib.train.loop import fit
-from course_lib.train.schedules import warmup_inverse_sqrt
 
 REFERENCE_MODELS = ("none", "bahdanau")
 TRANSFORMER_STEPS = 3000  # 12 epochs of the 16,000 training pairs in batches of 64
@@ -74,18 +73,14 @@ class TransformerSettings:
     """Everything that decides the Transformer of ``course reproduce transformer``: the seed
     (the corpus, the initialisation and the batch order all come from it), the corpus size (the
     bottleneck experiment's), the model's complete config (vocabulary sizes from the corpus),
-    the optimiser, the step budget, the lengths the step timing measures, and the torch
-    threads. ``max_minutes`` is an optional safety valve on training time."""
+    its training (``train``: Adam with the paper's warm-up schedule), the label smoothing, the
+    lengths the step timing measures, and the torch threads."""
 
     seed: int
     corpus_size: int
     model: TransformerConfig
-    batch_size: int = 64
-    lr: float = 2e-3
-    warmup_steps: int = 200
+    train: TrainSettings
     label_smoothing: float = 0.1
-    steps: int = TRANSFORMER_STEPS
-    max_minutes: float | None = None
     step_lengths: tuple[int, ...] = (16, 32, 64, 128)
     step_batch_size: int = 32
     threads: int = REPRODUCE_THREADS
@@ -108,9 +103,11 @@ class TransformerSettings:
                                   num_encoder_layers=layers, num_decoder_layers=layers,
                                   d_ff=by_profile(fast=64, full=512), dropout=0.1,
                                   norm_first=True)
-        return cls(seed, size, model, batch_size=by_profile(fast=32, full=64),
-                   warmup_steps=by_profile(fast=10, full=200),
-                   steps=steps or transformer_steps(), max_minutes=max_minutes,
+        train = TrainSettings(batch_size=by_profile(fast=32, full=64), lr=2e-3,
+                              clip_grad_norm=1.0, steps=steps or transformer_steps(),
+                              final_lr_fraction=None, warmup_steps=by_profile(fast=10, full=200),
+                              max_minutes=max_minutes)
+        return cls(seed, size, model, train,
                    step_lengths=by_profile(fast=(8, 16), full=(16, 32, 64, 128)),
                    step_batch_size=by_profile(fast=4, full=32), threads=threads)
 
@@ -149,14 +146,15 @@ def train_transformer(model: Transformer, corpus: Corpus, vocabs: Vocabs,
                       settings: TransformerSettings, device: torch.device | str,
                       callbacks=(), **fit_kwargs) -> History:
     """Adam (β₂ = 0.98, ε = 1e-9, as the paper) with the warm-up schedule peaking at
-    ``settings.lr``, label-smoothed loss, for ``settings.steps`` optimiser steps."""
-    batches = BatchIterator(corpus.train, vocabs.src, vocabs.tgt, settings.batch_size,
+    ``settings.train.lr``, label-smoothed loss, for ``settings.train.steps`` optimiser steps."""
+    training = settings.train
+    batches = BatchIterator(corpus.train, vocabs.src, vocabs.tgt, training.batch_size,
                             seed=settings.seed)
-    optimizer = torch.optim.Adam(model.parameters(), lr=settings.lr, betas=(0.9, 0.98), eps=1e-9)
+    optimizer = torch.optim.Adam(model.parameters(), lr=training.lr, betas=(0.9, 0.98), eps=1e-9)
     return fit(model, optimizer, batches, transformer_loss(settings.label_smoothing),
-               max_steps=settings.steps, device=device, clip_grad_norm=1.0,
-               scheduler=warmup_inverse_sqrt(optimizer, settings.warmup_steps),
-               max_time_s=max_time_s(settings.max_minutes), callbacks=callbacks, **fit_kwargs)
+               max_steps=training.steps, device=device, clip_grad_norm=training.clip_grad_norm,
+               scheduler=training.scheduler(optimizer), max_time_s=training.max_time_s,
+               callbacks=callbacks, **fit_kwargs)
 
 
 def transformer_path(settings: TransformerSettings, cache_dir: Path = MODEL_CACHE) -> Path:

@@ -17,7 +17,7 @@ from course_lib.data.batching import BatchIterator
 from course_lib.data.corpus import Corpus, CorpusConfig, load_corpus
 from course_lib.data.sentences import word_count
 from course_lib.data.vocab import Vocab
-from course_lib.experiments.runs import DEFAULT_SEED, MODEL_CACHE, cache_file
+from course_lib.experiments.runs import DEFAULT_SEED, MODEL_CACHE, TrainSettings, cache_file
 from course_lib.metrics import alignment_accuracy, bleu, bleu_by_length
 from course_lib.models import count_parameters
 from course_lib.models.attention_seq2seq import AttentionSeq2Seq, AttentionSeq2SeqConfig
@@ -27,7 +27,6 @@ from course_lib.seeding import REPRODUCE_THREADS
 from course_lib.tokens import PAD_ID
 from course_lib.train.history import History
 from course_lib.train.loop import fit
-from course_lib.train.schedules import cosine_decay
 
 # Optimiser steps per translator in the full profile: 8 epochs of the 16,000 training pairs in
 # batches of 128, the same for every model, so every model sees the same batches in the same order.
@@ -46,22 +45,6 @@ def build_vocabs(corpus: Corpus) -> Vocabs:
                   Vocab.build(p["fr"] for p in corpus.train))
 
 
-@dataclass(frozen=True)
-class TrainSettings:
-    """Adam at ``lr`` on batches of ``batch_size`` pairs for ``steps`` optimiser steps, the rate
-    falling along a cosine to ``final_lr_fraction`` of ``lr`` by the last step (None: constant).
-    ``max_minutes`` is an optional safety valve on training time (see :func:`max_time_s`). The
-    seed is not here: it belongs to the run (the corpus, the initialisation and the batch order
-    all come from it)."""
-
-    batch_size: int = 128
-    lr: float = 3e-3
-    clip_grad_norm: float = 1.0
-    steps: int = 1000
-    final_lr_fraction: float | None = 0.05
-    max_minutes: float | None = None
-
-
 def bottleneck_training() -> TrainSettings:
     """The training settings every translator of the bottleneck experiment shares, in the
     active profile."""
@@ -75,29 +58,23 @@ def corpus_size() -> int:
     return by_profile(fast=400, full=20000)
 
 
-def max_time_s(max_minutes: float | None) -> float | None:
-    """``fit``'s ``max_time_s`` for a safety valve given in minutes (None: no limit)."""
-    return None if max_minutes is None else 60.0 * max_minutes
-
-
 def train_translator(model: nn.Module, corpus: Corpus, vocabs: Vocabs, settings: TrainSettings,
                      device: torch.device | str, seed: int = 0, **fit_kwargs
                      ) -> tuple[History, float]:
     """Adam with gradient clipping for ``settings.steps`` optimiser steps, the learning rate
-    decaying along a cosine over those steps (:func:`~course_lib.train.schedules.cosine_decay`), so
-    that the model the budget ends with has settled rather than sits on a late loss spike of a
-    constant rate.
+    following the settings' schedule: for the bottleneck experiment a cosine decay over those
+    steps (:func:`~course_lib.train.schedules.cosine_decay`), so that the model the budget ends
+    with has settled rather than sits on a late loss spike of a constant rate.
 
     ``seed`` orders the batches. Returns the history and the wall time of training in seconds.
     """
     batches = BatchIterator(corpus.train, vocabs.src, vocabs.tgt, settings.batch_size, seed=seed)
     optimizer = torch.optim.Adam(model.parameters(), lr=settings.lr)
-    schedule = None if settings.final_lr_fraction is None else \
-        cosine_decay(optimizer, settings.steps, settings.final_lr_fraction)
     start = time.perf_counter()
     history = fit(model, optimizer, batches, translation_loss, max_steps=settings.steps,
-                  device=device, clip_grad_norm=settings.clip_grad_norm, scheduler=schedule,
-                  max_time_s=max_time_s(settings.max_minutes), **fit_kwargs)
+                  device=device, clip_grad_norm=settings.clip_grad_norm,
+                  scheduler=settings.scheduler(optimizer), max_time_s=settings.max_time_s,
+                  **fit_kwargs)
     return history, time.perf_counter() - start
 
 
