@@ -27,7 +27,8 @@ The runner is the grader's agent inside the sandbox, so the submission must not 
 - when the cells have run it ends every other process of the sandbox and only then looks at
   the results folder a last time (regular files, bounded sizes, no links followed).
 
-Cells run with nbgrader's ``Execute`` (per-cell timeout, errors recorded, execution continues);
+Cells run with :class:`~course_lib.grading.execution.GradingClient`, set as nbgrader's
+``Execute`` (per-cell timeout, errors recorded, execution continues);
 if the kernel dies, every cell that did not run gets an error output, so it can never count as
 passed.
 """
@@ -228,47 +229,25 @@ def kernel_manager_class():
 
 
 def execute(nb, cell_timeout: int, workdir: Path, sealer: Sealer | None = None):
-    import nbformat
-    from nbconvert.preprocessors import CoalesceStreamsPreprocessor
-    from nbgrader.preprocessors import Execute, LimitOutput
+    from course_lib.grading.execution import GradingClient, coalesce_streams, limit_outputs
 
-    from course_lib.grading.config import nbgrader_config
-
-    class TrackingExecute(Execute):
-        """nbgrader's Execute, remembering which cell is running when the kernel dies."""
-
-        running: int | None = None
-
-        def on_cell_execute(self, **kwargs):
-            self.running = kwargs["cell_index"]
-            if sealer is not None:
-                sealer.before(kwargs["cell"], kwargs["cell_index"])
-
-        def on_cell_executed(self, **kwargs):
-            if sealer is not None:
-                sealer.after(kwargs["cell"], kwargs["cell_index"])
-            super().on_cell_executed(**kwargs)
-            self.running = None
-
-    config = nbgrader_config()
-    config.Execute.timeout = cell_timeout  # config outranks constructor arguments in traitlets
-    executor = TrackingExecute(config=config, kernel_manager_class=kernel_manager_class())
-    limiter = LimitOutput(config=config)
+    nbformat = import_nbformat()
+    client = GradingClient(nb, cell_timeout=cell_timeout, workdir=workdir,
+                           kernel_manager_class=kernel_manager_class(),
+                           before=sealer.before if sealer else None,
+                           after=sealer.after if sealer else None)
     error = None
     try:
-        nb, _ = executor.preprocess(nb, {"metadata": {"path": str(workdir)}})
+        nb = client.run()
     except Exception as failure:  # DeadKernelError and friends: keep what ran
         error = f"{type(failure).__name__}: {failure}".strip()
-        if executor.running is not None:
+        if client.running is not None:
             reason = f"the kernel died while this cell ran ({error})"
-            nb.cells[executor.running].outputs.append(nbformat.v4.new_output(
+            nb.cells[client.running].outputs.append(nbformat.v4.new_output(
                 "error", ename="KernelDied", evalue=reason, traceback=[f"KernelDied: {reason}"]))
         mark_unexecuted(nb, f"the kernel stopped before this cell ran ({error[:200]})")
-    # The kernel flushes printed text in chunks whose boundaries vary from run to run: merge
-    # them, so that grading the same submission twice gives the same notebook and feedback.
-    nb, _ = CoalesceStreamsPreprocessor().preprocess(nb, {})
-    nb, _ = limiter.preprocess(nb, {})
-    return nb, error
+    # Merged streams: grading the same submission twice gives the same notebook and feedback.
+    return limit_outputs(coalesce_streams(nb)), error
 
 
 def end_other_processes() -> None:
