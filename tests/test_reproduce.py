@@ -7,6 +7,7 @@ import sys
 
 import pytest
 
+from course_lib.course.cli import main
 from course_lib.experiments.bottleneck import BOTTLENECK_MODELS
 from course_lib.experiments.catalogue import measured_training
 from course_lib.experiments.reproduce import (
@@ -75,9 +76,15 @@ def test_a_time_limit_that_cuts_training_short_says_so(tmp_path):
     (["--seed", "1", "--seeds", "0-1"], "not both"),
     (["--model", "none", "--dataset", "digits"], "--dataset is for captioning"),
 ])
-def test_bad_options_are_refused(tmp_path, args, message):
-    done = run_reproduce("bottleneck", *args, out_dir=tmp_path)
-    assert done.returncode == 2 and message in done.stderr
+def test_bad_options_are_refused(tmp_path, args, message, capsys, monkeypatch):
+    # in this process: the command refuses before it imports or trains anything heavy
+    monkeypatch.setenv("COURSE_PROFILE", "fast")
+    try:
+        code = main(["reproduce", "bottleneck", *args, "--out-dir", str(tmp_path)])
+    except SystemExit as stop:
+        code = stop.code
+    assert code == 2 and message in capsys.readouterr().err
+    assert not any(tmp_path.iterdir())
 
 
 def reproduce_all(tmp_path, cache: str, *args: str) -> tuple[subprocess.CompletedProcess, dict]:

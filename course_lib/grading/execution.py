@@ -3,7 +3,7 @@
 :class:`GradingClient` is nbclient's notebook client (the engine of nbconvert's and nbgrader's
 ``Execute``) set as nbgrader's ``Execute`` sets it: a per-cell timeout that interrupts the
 kernel, errors recorded and the next cell run, an error output for a cell whose reply reports an
-error its outputs do not show (a timeout). :func:`coalesce_streams` and :func:`limit_outputs`
+error its outputs do not show (a timeout); the kernel is then killed, not asked to shut down. :func:`coalesce_streams` and :func:`limit_outputs`
 do what nbconvert's ``CoalesceStreamsPreprocessor`` and nbgrader's ``LimitOutput`` do.
 
 Nothing here imports nbgrader or nbconvert: the runner starts once per graded notebook, and
@@ -44,6 +44,11 @@ class GradingClient(NotebookClient):
         super().__init__(nb, timeout=cell_timeout, interrupt_on_timeout=True, allow_errors=True,
                          raise_on_iopub_timeout=True, error_on_timeout=dict(CELL_TIMEOUT_ERROR),
                          kernel_manager_class=kernel_manager_class,
+                         # the kernel is killed after the last cell, as every process of the
+                         # sandbox is before the results are read: nothing the submission
+                         # registered to run at exit runs (and tearing torch down gracefully
+                         # costs half a second of CPU per notebook)
+                         shutdown_kernel="immediate",
                          resources={"metadata": {"path": str(workdir)}})
         self.before_cell, self.after_cell = before, after
         self.running: int | None = None
