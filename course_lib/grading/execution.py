@@ -3,8 +3,9 @@
 :class:`GradingClient` is nbclient's notebook client (the engine of nbconvert's and nbgrader's
 ``Execute``) set as nbgrader's ``Execute`` sets it: a per-cell timeout that interrupts the
 kernel, errors recorded and the next cell run, an error output for a cell whose reply reports an
-error its outputs do not show (a timeout); the kernel is then killed, not asked to shut down. :func:`coalesce_streams` and :func:`limit_outputs`
-do what nbconvert's ``CoalesceStreamsPreprocessor`` and nbgrader's ``LimitOutput`` do.
+error its outputs do not show (a timeout); after the last cell the kernel is killed, not asked
+to shut down. :func:`coalesce_streams` and :func:`limit_outputs` do what nbconvert's
+``CoalesceStreamsPreprocessor`` and nbgrader's ``LimitOutput`` do.
 
 Nothing here imports nbgrader or nbconvert: the runner starts once per graded notebook, and
 those packages' imports (nbgrader's server extensions, exchange and database among them) would
