@@ -14,6 +14,7 @@ import json
 from course_lib.course.execute import EXECUTED_CACHE_VARIABLE, execute_cached, executed_cache
 from course_lib.course.site import site_folder
 from course_lib.course.syllabus import COURSE_ROOT, LESSONS
+from course_lib.widgets.controls import LAB_ONLY_NOTE
 
 PROFILE = "fast"
 
@@ -34,6 +35,8 @@ def _lesson_class(lesson):
         code = [cell for cell in executed["cells"] if cell["cell_type"] == "code"]
         assert code and all(cell.get("execution_count") for cell in code), \
             f"lesson {lesson.number}: a code cell did not run"
+        assert LAB_ONLY_NOTE not in done.executed.read_text(), \
+            f"lesson {lesson.number}: a control moves only in the lab, not on the site"
 
     name = f"TestLesson{lesson.number}"
     return type(name, (), {"test_runs_with_no_error": test_runs_with_no_error,

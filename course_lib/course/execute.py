@@ -108,24 +108,31 @@ def execute(notebook: Path, target: Path, profile: str, *, env: dict | None = No
     return seconds
 
 
-# the site and the slides execute lessons with each ``interact`` saving its outputs for every
-# value of its controls, at most this many per call (course_lib/widgets/controls.py)
-SITE_ENV = {controls.SITE_ENV: "48"}
+# The site and the slides execute lessons with each ``interact`` saving its outputs for every
+# value of its controls, at most this many per call (course_lib/widgets/controls.py). The fast
+# profile (tests and quick checks) saves fewer: the fewest at which every lesson's controls still
+# respond, two positions per slider beside lesson 10's fifteen combinations of choices.
+SITE_CONTROL_BUDGET = {"fast": 30, "full": 48}
+
+
+def site_env(profile: str) -> dict[str, str]:
+    """The environment in which the site executes a lesson in ``profile``."""
+    return {controls.SITE_ENV: str(SITE_CONTROL_BUDGET[profile])}
 
 
 def execute_cached(notebook: Path, cache: Path, profile: str, *, rerun: bool = False) -> Executed:
-    """The executed copy of ``notebook`` from ``cache`` (run for the site, ``SITE_ENV``),
+    """The executed copy of ``notebook`` from ``cache`` (run for the site, :func:`site_env`),
     executing it first when its cells or the profile changed since the copy was made (or when
     ``rerun``). Processes that share ``cache`` take turns on a notebook, so a lesson one of
     them is executing is reused by the others, not executed twice."""
-    key = cells_key(notebook, profile + json.dumps(SITE_ENV))
+    key = cells_key(notebook, profile + json.dumps(site_env(profile)))
     target = cache / profile / f"{notebook.stem}-{key}.ipynb"
     with one_at_a_time(cache / profile / f"{notebook.stem}.lock"):
         if target.is_file() and not rerun:
             return Executed(notebook, target, None)
         for stale in (cache / profile).glob(f"{notebook.stem}-*.ipynb"):
             stale.unlink()
-        seconds = execute(notebook, target, profile, env=SITE_ENV)
+        seconds = execute(notebook, target, profile, env=site_env(profile))
     return Executed(notebook, target, seconds)
 
 
