@@ -30,12 +30,13 @@ def _lesson_class(lesson):
     def test_runs_with_no_error(self):
         cache = executed_cache(site_folder(PROFILE) / "executed")
         done = execute_cached(COURSE_ROOT / lesson.notebook, cache, PROFILE)  # raises on error
-        executed = json.loads(done.executed.read_text())
+        text = done.executed.read_text()
+        executed = json.loads(text)
         assert not errors_in(executed)
         code = [cell for cell in executed["cells"] if cell["cell_type"] == "code"]
         assert code and all(cell.get("execution_count") for cell in code), \
             f"lesson {lesson.number}: a code cell did not run"
-        assert LAB_ONLY_NOTE not in done.executed.read_text(), \
+        assert LAB_ONLY_NOTE not in text, \
             f"lesson {lesson.number}: a control moves only in the lab, not on the site"
 
     name = f"TestLesson{lesson.number}"

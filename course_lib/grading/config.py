@@ -21,6 +21,8 @@ SOURCE_DIRECTORY = "solutions"
 RELEASE_DIRECTORY = "exercises"
 CODE_STUB = "# YOUR CODE HERE\nraise NotImplementedError()"
 DEFAULT_CELL_TIMEOUT_S = 60
+# Stream lines kept per cell of a graded notebook (nbgrader's LimitOutput, and the sandbox's runner)
+MAX_OUTPUT_LINES = 500
 DEFAULT_MEMORY_GB = 4.0
 
 
@@ -37,8 +39,7 @@ def nbgrader_config(root: Path = COURSE_ROOT, *, db_path: Path | None = None) ->
     c.ClearSolutions.text_stub = "YOUR ANSWER HERE"
     c.Execute.timeout = DEFAULT_CELL_TIMEOUT_S
     c.Execute.kernel_name = "python3"  # the grading environment's own Python
-    c.LimitOutput.max_lines = 500
-    c.LimitOutput.max_chars = 20000
+    c.LimitOutput.max_lines = MAX_OUTPUT_LINES
     return c
 
 

@@ -21,12 +21,13 @@ from pathlib import Path
 from nbclient import NotebookClient
 from nbformat import NotebookNode
 
+from course_lib.grading.config import MAX_OUTPUT_LINES
+
 CELL_TIMEOUT_ERROR = {
     "ename": "CellTimeoutError",
     "evalue": "",
     "traceback": ["\x1b[0;31mCellTimeoutError\x1b[0m: No reply from kernel before timeout"],
 }
-MAX_OUTPUT_LINES = 500  # stream lines kept per cell, as nbgrader_config sets LimitOutput
 MAX_TRACEBACK_LINES = 100  # nbgrader's LimitOutput default
 _CARRIAGE_RETURN = re.compile(r".*\r(?=[^\n])")  # text a \r overwrites, as nbconvert drops it
 
