@@ -231,23 +231,30 @@ MEMORY = '''
 import os, time
 _children = []
 for _ in range(4):
+    _done, _tell = os.pipe()
     _pid = os.fork()
     if _pid == 0:
         _hog = bytearray(b"\\x01") * (1400 * 2**20)
+        os.write(_tell, b"1")  # allocated, and holding it
         time.sleep(30)
         os._exit(0)
-    _children.append(_pid)
-time.sleep(4)  # the children have allocated (or been killed) by now
-_private = 0  # the children's own pages (what they share with the kernel counts once, below)
-for _pid in _children:
+    os.close(_tell)
+    _children.append((_pid, _done))
+for _pid, _done in _children:  # a byte once a child holds its memory; nothing if it was killed
+    os.read(_done, 1)
+# Only anonymous pages: what the cgroup charges to the sandbox. A child's own are its private
+# dirty pages (what it still shares with the kernel counts once, in the kernel's RssAnon); file
+# pages (libraries) were read into the page cache by whoever read them first.
+_private = 0
+for _pid, _ in _children:
     try:
         with open(f"/proc/{_pid}/smaps_rollup") as _rollup:
             _private += sum(int(l.split()[1]) * 1024 for l in _rollup
-                            if l.startswith(("Private_Clean", "Private_Dirty")))
+                            if l.startswith("Private_Dirty"))
     except OSError:
         pass
 with open("/proc/self/status") as _status:
-    _own = int(next(l for l in _status if l.startswith("VmRSS")).split()[1]) * 1024
+    _own = int(next(l for l in _status if l.startswith("RssAnon")).split()[1]) * 1024
 print(f"MEASURED resident_bytes={_private + _own}")
 '''
 PROCESSES = '''

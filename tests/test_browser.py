@@ -40,6 +40,25 @@ def site_url(site_html):
         yield url
 
 
+@pytest.fixture(scope="module")
+def lesson_pages(browser, site_url):
+    """Each lesson's page, opened (and typeset) once for every test of this module that reads or
+    works it: opening a lesson costs seconds of the browser's time. A test that moves a control
+    or answers a question leaves the page so; no later test reads what it changed."""
+    opened: dict[str, Watched] = {}
+
+    def page_of(number: str) -> Watched:
+        if number not in opened:
+            lesson = next(lesson for lesson in LESSONS if lesson.number == number)
+            opened[number] = Watched(browser, site_url)
+            opened[number].open(f"notebooks/{lesson.number}_{lesson.slug}.html")
+        return opened[number]
+
+    yield page_of
+    for watched in opened.values():
+        watched.page.close()
+
+
 # ---- the site ----------------------------------------------------------------------------------
 
 def lesson_has_widgets(lesson) -> bool:
@@ -68,9 +87,8 @@ def page_problems(page) -> list[str]:
 
 
 @pytest.mark.parametrize("lesson", LESSONS, ids=[lesson.number for lesson in LESSONS])
-def test_a_lesson_page_loads_offline_with_figures_math_and_widgets(browser, site_url, lesson):
-    watched = Watched(browser, site_url)
-    watched.open(f"notebooks/{lesson.number}_{lesson.slug}.html")
+def test_a_lesson_page_loads_offline_with_figures_math_and_widgets(lesson_pages, lesson):
+    watched = lesson_pages(lesson.number)
     assert watched.load_problems() == []
     page = watched.page
     assert page.locator("article img").count() > 0, "no figure on the page"
@@ -86,7 +104,6 @@ def test_a_lesson_page_loads_offline_with_figures_math_and_widgets(browser, site
         assert page.locator('[data-course-widget="attention-explorer"]').count() > 0
     assert axe_violations(page) == []
     watched.shot(f"site-{SITE_PROFILE}-{lesson.number}.png")
-    page.close()
 
 
 def test_the_page_checks_catch_a_raw_table_a_build_path_and_a_frozen_control(browser):
@@ -101,14 +118,6 @@ def test_the_page_checks_catch_a_raw_table_a_build_path_and_a_frozen_control(bro
     page.close()
 
 
-def open_lesson(browser, site_url, number: str) -> Watched:
-    """Lesson ``number``'s page of the site, opened and watched."""
-    lesson = next(lesson for lesson in LESSONS if lesson.number == number)
-    watched = Watched(browser, site_url)
-    watched.open(f"notebooks/{lesson.number}_{lesson.slug}.html")
-    return watched
-
-
 def embedded_data(widget) -> dict:
     """The data saved with a widget on the page: the JSON block of its static copy."""
     return json.loads(widget.evaluate(
@@ -117,8 +126,8 @@ def embedded_data(widget) -> dict:
 
 
 @pytest.mark.parametrize("number", sorted(EXPLORER_LESSONS))
-def test_the_explorer_highlights_exactly_row_t_of_the_saved_tensor(browser, site_url, number):
-    watched = open_lesson(browser, site_url, number)
+def test_the_explorer_highlights_exactly_row_t_of_the_saved_tensor(lesson_pages, number):
+    watched = lesson_pages(number)
     page = watched.page
     explorers = page.locator('[data-course-widget="attention-explorer"]')
     for e in range(explorers.count()):
@@ -149,12 +158,11 @@ def test_the_explorer_highlights_exactly_row_t_of_the_saved_tensor(browser, site
             explorer.locator('button[data-query-index="1"]').hover()
             explorer.screenshot(path=str(SCREENSHOTS / f"explorer-{number}.png"))
     assert watched.errors == []
-    page.close()
 
 
 @pytest.mark.parametrize("number", sorted(CONTROL_LESSONS))
-def test_moving_a_control_on_the_site_changes_its_output(browser, site_url, number):
-    watched = open_lesson(browser, site_url, number)
+def test_moving_a_control_on_the_site_changes_its_output(lesson_pages, number):
+    watched = lesson_pages(number)
     page = watched.page
     controls = page.locator("[data-course-control]")
     for c in range(controls.count()):
@@ -180,15 +188,11 @@ def test_moving_a_control_on_the_site_changes_its_output(browser, site_url, numb
         if c == 0:
             page.screenshot(path=str(SCREENSHOTS / f"control-{number}-after.png"))
     assert watched.errors == []
-    page.close()
 
 
-def test_a_question_on_the_site_explains_a_wrong_answer_and_confirms_the_right(browser,
-                                                                               site_url):
+def test_a_question_on_the_site_explains_a_wrong_answer_and_confirms_the_right(lesson_pages):
     bank = load_bank()
-    watched = Watched(browser, site_url)
-    watched.open("notebooks/04_bahdanau.html")
-    page = watched.page
+    page = lesson_pages("04").page
     choice = page.locator("[data-course-quiz]").filter(has=page.locator("button[data-option]"))
     root = choice.first
     question = bank[root.get_attribute("data-course-quiz")]
@@ -205,7 +209,6 @@ def test_a_question_on_the_site_explains_a_wrong_answer_and_confirms_the_right(b
     root.locator(f'[data-option="{question.correct_index}"]').click()
     assert feedback.get_attribute("data-result") == "right"
     root.screenshot(path=str(SCREENSHOTS / "quiz-right.png"))
-    page.close()
 
 
 def test_the_front_page_is_the_course_map_and_docs_exercises_and_search_work(browser, site_url):
