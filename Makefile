@@ -21,17 +21,15 @@ LAB_OPTIONS ?=
 # Jupyter refuses to run as root (containers, CI) unless told to.
 ALLOW_ROOT := $(if $(filter 0,$(shell id -u)),--allow-root)
 # Notebooks under test run in the fast profile (tiny sizes); `make test-full` runs what a learner runs.
-# `make test` runs the lessons through tests/test_lessons_run.py (executed once, as the site
-# executes them, and reused by the site the browser tests build) and the solutions with nbval.
+# `make test` runs each lesson once, through tests/test_lessons_run.py (as the site executes
+# them; the site the browser tests build reuses those runs), and each solution notebook once, in
+# the grading batch of tests/test_grading.py (in the sandbox, every cell, none may raise).
 NOTEBOOK_DIRS := notebooks solutions
-TEST_NOTEBOOK_DIRS := solutions
 # What `make test-quick` leaves out (the markers are applied in tests/conftest.py).
 QUICK := not (notebook or browser or sandbox or e2e or slow)
 PYTEST_NOTEBOOKS := --nbval-lax --nbval-current-env
-# A cell of the fast profile takes seconds, so one still running after FAST_CELL_TIMEOUT has hung
-# (a kernel that stopped answering): the test fails then, naming the notebook and the cell. The
-# full profile trains inside cells, for up to an hour.
-FAST_CELL_TIMEOUT ?= 180
+# The full profile trains inside cells, for up to an hour: a cell still running after
+# FULL_CELL_TIMEOUT has hung, and fails then, named by notebook and cell.
 FULL_CELL_TIMEOUT ?= 3600
 # One pytest worker per core; a test file or notebook stays on one worker, in order (loadscope),
 # handed out in the order tests/conftest.py sorts them (longest first), and tests/conftest.py
@@ -56,8 +54,7 @@ lab: setup
 
 test: setup
 	$(BIN)/ruff check .
-	COURSE_PROFILE=fast $(BIN)/python -m pytest $(PYTEST_PARALLEL) tests $(TEST_NOTEBOOK_DIRS) \
-		$(PYTEST_NOTEBOOKS) --nbval-cell-timeout=$(FAST_CELL_TIMEOUT) --durations=15 -rs
+	COURSE_PROFILE=fast $(BIN)/python -m pytest $(PYTEST_PARALLEL) tests --durations=15 -rs
 
 test-quick: setup
 	$(BIN)/ruff check .

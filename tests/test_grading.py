@@ -194,7 +194,18 @@ def test_gradebook_has_the_promised_columns(batch):
     assert len(table) == len(batch["rows"]) + 1
 
 
-def test_every_solution_scores_full_marks(batch):
+# An error output as the feedback page shows it (a test cell's error is its row's status instead).
+ERROR_OUTPUT = re.compile(r'class="[^"]*\boutput_error\b')
+
+
+def error_outputs(batch, student, lesson=FIRST, notebook=NOTEBOOK) -> int:
+    page = batch["out"].parent / "feedback" / student / lesson / f"{notebook}.html"
+    return len(ERROR_OUTPUT.findall(page.read_text()))
+
+
+def test_every_solution_scores_full_marks_and_runs_every_cell_without_an_error(batch):
+    """The batch runs every solution notebook top to bottom (the suite's only run of them):
+    full marks, and no cell of it, graded or not, raises."""
     for lesson in LESSONS:
         expected = [e for nb in source_notebooks(lesson) for e in exercises_of(nb)]
         assert len(expected) >= 3, f"{lesson} needs at least three exercises"
@@ -202,6 +213,9 @@ def test_every_solution_scores_full_marks(batch):
         assert len(rows) == len(expected)
         for row in rows:
             assert (row.points, row.status) == (row.max_points, "ok"), row
+        for notebook in source_notebooks(lesson):
+            assert error_outputs(batch, "solution", lesson, notebook.stem) == 0, notebook.name
+    assert error_outputs(batch, "syntax") > 0  # the count sees a cell's error when there is one
 
 
 def test_every_untouched_exercise_scores_zero_with_a_reason(batch):
