@@ -47,6 +47,8 @@ print(json.dumps({
                 "transformer": digest(transformer.model)},
 }))
 """
+
+
 def start_run(seed: int) -> subprocess.Popen:
     return subprocess.Popen([sys.executable, "-c", RUN, str(seed)], stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, text=True,
@@ -67,7 +69,10 @@ def runs() -> dict:
     """Seed 2 alone, then seed 2 again while a run of seed 3 keeps a core busy beside it."""
     quiet = finished(start_run(2))
     loaded, beside = start_run(2), start_run(3)
-    return {"quiet": quiet, "loaded": finished(loaded), "other seed": finished(beside)}
+    try:
+        return {"quiet": quiet, "loaded": finished(loaded), "other seed": finished(beside)}
+    finally:
+        beside.kill()  # when the loaded run failed, its neighbour is not left running
 
 
 def test_a_run_repeats_exactly_even_on_a_busy_machine(runs):
