@@ -194,13 +194,17 @@ def test_gradebook_has_the_promised_columns(batch):
     assert len(table) == len(batch["rows"]) + 1
 
 
+def feedback_page(batch, student, lesson=FIRST, notebook=NOTEBOOK) -> Path:
+    """Where the batch wrote ``student``'s feedback page for ``notebook``."""
+    return batch["out"].parent / "feedback" / student / lesson / f"{notebook}.html"
+
+
 # An error output as the feedback page shows it (a test cell's error is its row's status instead).
 ERROR_OUTPUT = re.compile(r'class="[^"]*\boutput_error\b')
 
 
 def error_outputs(batch, student, lesson=FIRST, notebook=NOTEBOOK) -> int:
-    page = batch["out"].parent / "feedback" / student / lesson / f"{notebook}.html"
-    return len(ERROR_OUTPUT.findall(page.read_text()))
+    return len(ERROR_OUTPUT.findall(feedback_page(batch, student, lesson, notebook).read_text()))
 
 
 def test_every_solution_scores_full_marks_and_runs_every_cell_without_an_error(batch):
@@ -281,7 +285,7 @@ def test_snooping_submission_is_contained(batch):
     assert all(status == (2, "ok") for status in got.values()), got
     assert not batch["canary"].exists()
     assert batch["out"].read_text().startswith("student,lesson,exercise")  # not "hacked"
-    html = (batch["out"].parent / "feedback" / "snoops" / FIRST / f"{NOTEBOOK}.html").read_text()
+    html = feedback_page(batch, "snoops").read_text()
     for label in ("read-solutions", "overwrite-gradebook", "write-outside", "read-others",
                   "network"):
         assert f"{label} blocked" in html, label
@@ -518,8 +522,7 @@ def test_a_call_into_the_reference_is_flagged_not_failed(batch):
     points, status = statuses(batch, "calls_reference")["ex1_stable_softmax"]
     assert points == 2 and status.startswith("ok; flagged: ")
     assert "uses torch.softmax" in status and "called torch.softmax" in status
-    html = (batch["out"].parent / "feedback" / "calls_reference" / FIRST /
-            f"{NOTEBOOK}.html").read_text()
+    html = feedback_page(batch, "calls_reference").read_text()
     assert "flagged for the instructor" in html
     assert statuses(batch, "calls_reference")["ex2_dot_scores"] == (2, "ok")
 
@@ -530,7 +533,7 @@ def test_a_call_into_the_reference_is_flagged_not_failed(batch):
 
 def measured(batch, student, what):
     """The number an attack printed as ``MEASURED what=N`` in its own feedback page."""
-    page = (batch["out"].parent / "feedback" / student / FIRST / f"{NOTEBOOK}.html").read_text()
+    page = feedback_page(batch, student).read_text()
     found = re.search(rf"MEASURED {what}=(\d+)", page)
     assert found, f"{student} did not report {what}: the attack did not run to its end"
     return int(found.group(1))
@@ -566,15 +569,13 @@ def test_a_trailing_rerun_of_the_tests_is_tampering(batch):
 def test_student_text_is_never_read_as_the_hidden_test_markers(batch):
     assert all(status == (2, "ok")
                for status in statuses(batch, "writes_the_hidden_markers").values())
-    page = (batch["out"].parent / "feedback" / "writes_the_hidden_markers" / FIRST /
-            f"{NOTEBOOK}.html").read_text()
+    page = feedback_page(batch, "writes_the_hidden_markers").read_text()
     assert "not graded" not in page and "to the test cell" in page
 
 
 def test_quadratic_markdown_gets_a_page_as_plain_text(batch):
     assert all(status == (2, "ok") for status in statuses(batch, "stalls_the_feedback").values())
-    page = (batch["out"].parent / "feedback" / "stalls_the_feedback" / FIRST /
-            f"{NOTEBOOK}.html").read_text()
+    page = feedback_page(batch, "stalls_the_feedback").read_text()
     assert "not graded" not in page and "<pre>\\begin{a}\\begin{a}" in page
 
 
@@ -587,8 +588,7 @@ def test_no_answer_is_forged_through_proc(batch):
 def test_shipped_modules_are_never_imported(batch):
     got = statuses(batch, "ships_modules_beside_a_solution")
     assert all(status == (2, "ok") for status in got.values()), got
-    page = (batch["out"].parent / "feedback" / "ships_modules" / FIRST /
-            f"{NOTEBOOK}.html").read_text()
+    page = feedback_page(batch, "ships_modules").read_text()
     assert "shipped_startup_ran" not in page
 
 
@@ -625,8 +625,7 @@ def test_a_feedback_page_runs_no_student_script_and_typesets_offline(batch):
     from tests.test_feedback import check_feedback_page_in_browser
 
     for student in ("writes_a_formula", "solution"):
-        check_feedback_page_in_browser(
-            batch["out"].parent / "feedback" / student / FIRST / f"{NOTEBOOK}.html")
+        check_feedback_page_in_browser(feedback_page(batch, student))
 
 
 # ---------------------------------------------------------------------------------------------
