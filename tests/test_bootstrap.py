@@ -100,3 +100,90 @@ def test_a_kernel_of_another_checkout_is_registered_again(bootstrap, tmp_path, m
     (tmp_path / "kernel.json").write_text("not json")
     assert not bootstrap.kernel_runs(python, tmp_path)
     assert not bootstrap.kernel_runs(python, tmp_path / "missing")
+
+
+@pytest.fixture
+def installs(bootstrap, monkeypatch, tmp_path):
+    """The commands ``install`` runs, with pip and uv as stand-ins: ``uv_fails`` makes uv fail;
+    pip is configured with two find-links folders."""
+    python = tmp_path / "bin" / "python"
+    commands, behaviour = [], {"uv_fails": False}
+
+    def run(*args):
+        commands.append([str(a) for a in args])
+        if behaviour["uv_fails"] and str(args[0]).endswith("uv"):
+            raise bootstrap.subprocess.CalledProcessError(1, args)
+
+    monkeypatch.setattr(bootstrap, "run", run)
+    monkeypatch.setattr(bootstrap, "pip_find_links", lambda python: ["/opt/wheels", "/w2"])
+
+    def install(uv=tmp_path / "bin" / "uv"):
+        bootstrap.install(python, uv, ["torch==2.13.0+cpu", "-e", "ROOT[dev]"], "the course")
+        return commands
+
+    install.behaviour, install.python = behaviour, python
+    return install
+
+
+def test_uv_installs_with_the_wheel_folders_pip_is_configured_with(installs):
+    ((uv, *rest),) = installs()
+    assert uv == str(installs.python.parent / "uv")
+    assert rest == ["pip", "install", "--python", str(installs.python), "--compile-bytecode",
+                    "--find-links", "/opt/wheels", "--find-links", "/w2",
+                    "torch==2.13.0+cpu", "-e", "ROOT[dev]"]
+
+
+@pytest.mark.parametrize("why", ["no uv", "uv fails"])
+def test_pip_installs_where_uv_is_missing_or_fails(installs, why):
+    if why == "uv fails":
+        installs.behaviour["uv_fails"] = True
+    commands = installs(None if why == "no uv" else installs.python.parent / "uv")
+    assert commands[-1] == [str(installs.python), "-m", "pip", "install",
+                            "--disable-pip-version-check", "torch==2.13.0+cpu", "-e",
+                            "ROOT[dev]"]
+    assert len(commands) == (2 if why == "uv fails" else 1)
+
+
+def test_pip_alone_when_asked(bootstrap, monkeypatch, tmp_path):
+    """COURSE_INSTALLER=pip: uv is never installed; torch and the course go through pip."""
+    monkeypatch.setenv("COURSE_INSTALLER", "pip")
+    monkeypatch.setattr(bootstrap, "VENV", tmp_path / "venv")
+    python = tmp_path / "venv" / "bin" / "python"
+    python.parent.mkdir(parents=True)
+    python.write_text("")
+    monkeypatch.setattr(bootstrap, "venv_python", lambda: python)
+    monkeypatch.setattr(bootstrap, "works", lambda *args: False)
+    monkeypatch.setattr(bootstrap, "installed_uv", lambda python: pytest.fail("uv installed"))
+    monkeypatch.setattr(bootstrap, "installed_torch", lambda python: "2.13.0+cpu")
+    monkeypatch.setattr(bootstrap, "torch_install_args", lambda: ["torch==2.13.0"])
+    monkeypatch.setattr(bootstrap, "kernel_runs", lambda python, folder: True)
+    commands = []
+    monkeypatch.setattr(bootstrap, "run", lambda *args: commands.append([str(a) for a in args]))
+    assert bootstrap.main() == 0
+    assert [c[1:4] for c in commands] == [["-m", "pip", "install"]] * 2
+    assert commands[0][-1] == "torch==2.13.0" and commands[1][-2:] == ["-e", f"{ROOT}[dev]"]
+
+
+def test_an_unknown_installer_is_refused_before_anything_is_installed(bootstrap, monkeypatch,
+                                                                      capsys):
+    monkeypatch.setenv("COURSE_INSTALLER", "conda")
+    monkeypatch.setattr(bootstrap, "run", lambda *args: pytest.fail(f"ran {args}"))
+    assert bootstrap.main() == 1
+    said = capsys.readouterr().out
+    assert "COURSE_INSTALLER" in said and "'conda'" in said and "uv, pip" in said
+
+
+def test_the_find_links_pip_is_configured_with_are_read(bootstrap, monkeypatch, tmp_path):
+    config = tmp_path / "pip.conf"
+    config.write_text("[global]\nfind-links = /wheels/one\n    /wheels/two\n")
+    monkeypatch.setenv("PIP_CONFIG_FILE", str(config))
+    monkeypatch.setenv("PIP_FIND_LINKS", "/wheels/env")
+    links = bootstrap.pip_find_links(Path(sys.executable))
+    assert {"/wheels/one", "/wheels/two", "/wheels/env"} <= set(links)
+    assert len(links) == len(set(links))
+
+
+def test_the_real_installed_torch_is_read_with_its_local_label(bootstrap):
+    import torch
+
+    assert bootstrap.installed_torch(Path(sys.executable)) == torch.__version__
