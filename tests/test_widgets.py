@@ -162,3 +162,17 @@ def test_the_site_script_registers_every_widget_module():
     for name in WIDGET_NAMES:
         assert f'window.CourseWidgets["{name}"]' in script
         assert "export default" not in module_as_script(name)
+
+
+def test_a_slider_keeps_at_most_the_positions_asked_for_and_its_current_one():
+    controls = {"query": widgets.Dropdown(options=list("abc")),
+                "n": widgets.IntSlider(value=7, min=0, max=20)}
+    counts = [len(c["values"]) for c in site_choices(controls, 48)]
+    assert counts == [3, 16]  # the budget alone: 3 × 16 ≤ 48
+    capped = site_choices(controls, 48, most_per_slider=2)
+    assert [len(c["values"]) for c in capped] == [3, 2] and capped[1]["thinned"]
+    assert capped[1]["values"][capped[1]["default"]] == 7  # the lab's value is one of the two
+    assert site_choices(controls, 5, most_per_slider=2) is None  # 3 × 2 > 5
+    for bad in (1, 0, 2.5, True, "2"):
+        with pytest.raises(ValueError, match="most_per_slider must be a whole number"):
+            site_choices(controls, 48, most_per_slider=bad)

@@ -113,11 +113,18 @@ def execute(notebook: Path, target: Path, profile: str, *, env: dict | None = No
 # profile (tests and quick checks) saves fewer: the fewest at which every lesson's controls still
 # respond, two positions per slider beside lesson 10's fifteen combinations of choices.
 SITE_CONTROL_BUDGET = {"fast": 30, "full": 48}
+# The most positions the site saves of one slider, where a profile caps them: two in the fast
+# profile (the default and one other, enough for a control to respond), as many as the budget
+# allows in the full one.
+SITE_SLIDER_POSITIONS = {"fast": 2}
 
 
 def site_env(profile: str) -> dict[str, str]:
     """The environment in which the site executes a lesson in ``profile``."""
-    return {controls.SITE_ENV: str(SITE_CONTROL_BUDGET[profile])}
+    env = {controls.SITE_ENV: str(SITE_CONTROL_BUDGET[profile])}
+    if profile in SITE_SLIDER_POSITIONS:
+        env[controls.SLIDER_ENV] = str(SITE_SLIDER_POSITIONS[profile])
+    return env
 
 
 def execute_cached(notebook: Path, cache: Path, profile: str, *, rerun: bool = False) -> Executed:

@@ -6,8 +6,9 @@ call may save), the call also runs the function once for every combination of th
 controls take and saves each output (figures, printed text, tables) in a static copy that the
 site's ``js/control.js`` draws: moving the control on the page shows the saved output for that
 value. A slider with many positions keeps evenly spaced values (its current one among them) so
-that all combinations fit the budget; where even two positions per slider do not fit, the page
-shows the current output and says that the controls move only in the lab.
+that all combinations fit the budget, and no more than ``COURSE_SITE_SLIDER_POSITIONS`` where
+that is set; where even two positions per slider do not fit, the page shows the current output
+and says that the controls move only in the lab.
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ import numpy as np
 from course_lib.widgets.embed import embedded_html, markdown_html, with_static_copy
 
 SITE_ENV = "COURSE_SITE_CONTROLS"
+SLIDER_ENV = "COURSE_SITE_SLIDER_POSITIONS"
 _CHOICES = (widgets.Dropdown, widgets.Select, widgets.RadioButtons, widgets.ToggleButtons)
 LAB_ONLY_NOTE = ("This output is shown for the controls' current values: there are too many "
                  "combinations to save them all in the page. Move the controls in the lab "
@@ -64,14 +66,22 @@ def _closest(values: list[object], value: object) -> int:
     return int(np.argmin([abs(float(v) - float(value)) for v in values]))
 
 
-def site_choices(controls: dict[str, widgets.Widget], budget: int) -> list[dict] | None:
+def site_choices(controls: dict[str, widgets.Widget], budget: int,
+                 most_per_slider: int | None = None) -> list[dict] | None:
     """For each control, the indices of the values the site saves: all of a drop-down's or a
     check box's, evenly spaced ones of a slider's (its current value among them), as many as
-    the budget of combinations allows. None when two per slider do not fit."""
+    the budget of combinations allows and at most ``most_per_slider`` (at least 2). None when
+    two per slider do not fit."""
+    if most_per_slider is not None and (isinstance(most_per_slider, bool)
+                                        or not isinstance(most_per_slider, int)
+                                        or most_per_slider < 2):
+        raise ValueError(f"most_per_slider must be a whole number of at least 2 (a slider "
+                         f"the site moves shows two positions or more), got {most_per_slider!r}")
     spec = {name: control_values(widget) for name, widget in controls.items()}
     fixed = math.prod(len(v) for kind, v, _ in spec.values() if kind != "range")
     sliders = [len(v) for kind, v, _ in spec.values() if kind == "range"]
-    per_slider = next((k for k in range(max(sliders, default=2), 1, -1)
+    most = min(max(sliders, default=2), most_per_slider or math.inf)
+    per_slider = next((k for k in range(most, 1, -1)
                        if fixed * math.prod(min(n, k) for n in sliders) <= budget), None)
     if fixed > budget or (sliders and per_slider is None):
         return None
@@ -126,9 +136,9 @@ def run_captured(function, values: dict, alt: str) -> str:
 
 
 def static_copy(function, controls: dict[str, widgets.Widget], fixed: dict,
-                budget: int) -> str:
+                budget: int, most_per_slider: int | None = None) -> str:
     """The site's copy of an ``interact`` call (see the module docstring)."""
-    choices = site_choices(controls, budget)
+    choices = site_choices(controls, budget, most_per_slider)
     if choices is None:
         current = {name: widget.value for name, widget in controls.items()}
         return (f'<p class="course-control-note">{LAB_ONLY_NOTE}</p>'
@@ -175,6 +185,8 @@ def interact(function=None, **controls):
     fixed = {k: (v.value if isinstance(v, widgets.fixed) else v) for k, v in controls.items()
              if k not in inputs}
     budget = int(os.environ.get(SITE_ENV, "0") or 0)
-    site_copy = static_copy(function, inputs, fixed, budget) if budget > 0 else None
+    most_per_slider = int(os.environ.get(SLIDER_ENV, "0") or 0) or None
+    site_copy = static_copy(function, inputs, fixed, budget, most_per_slider) \
+        if budget > 0 else None
     display(SiteInteractive(function, site_copy, **controls))
     return function
