@@ -4,6 +4,7 @@ import random
 
 import pytest
 
+from course_lib.data import corpus as corpus_module
 from course_lib.data import lexicon as lex
 from course_lib.data.corpus import (
     CorpusConfig,
@@ -22,8 +23,19 @@ def pairs():
     return generate_pairs(SMALL)
 
 
-def test_same_seed_same_bytes_other_seed_other_corpus(pairs):
-    assert corpus_bytes(generate_pairs(SMALL)) == corpus_bytes(pairs)
+@pytest.fixture(scope="module")
+def small_cache(tmp_path_factory):
+    """A cache folder in which load_corpus generated SMALL once, for the tests that load it."""
+    folder = tmp_path_factory.mktemp("corpus-cache")
+    load_corpus(SMALL, cache_dir=folder)
+    return folder
+
+
+def test_same_seed_same_bytes_other_seed_other_corpus(pairs, small_cache):
+    # two generations of SMALL: the fixture's, and the one load_corpus cached (its splits are
+    # the generated list, cut in order)
+    again = load_corpus(SMALL, cache_dir=small_cache)
+    assert corpus_bytes(again.train + again.valid + again.test) == corpus_bytes(pairs)
     assert corpus_bytes(generate_pairs(CorpusConfig(size=600, seed=4))) != corpus_bytes(pairs)
 
 
@@ -31,6 +43,18 @@ def test_parallel_generation_gives_the_same_corpus():
     config = CorpusConfig(size=1000, seed=2)
     assert corpus_bytes(generate_pairs(config, workers=1)) == \
         corpus_bytes(generate_pairs(config, workers=2))
+
+
+@pytest.mark.parametrize(("share", "cores", "workers"),
+                         [("1", 8, 1), ("2", 8, 2), ("16", 8, 4), (None, 2, 2), (None, 8, 4),
+                          ("", 3, 3), ("0", 3, 3), ("two", 3, 3), ("-1", 1, 1)])
+def test_generation_uses_the_cores_this_process_is_given(monkeypatch, share, cores, workers):
+    if share is None:
+        monkeypatch.delenv("OMP_NUM_THREADS", raising=False)
+    else:
+        monkeypatch.setenv("OMP_NUM_THREADS", share)
+    monkeypatch.setattr(corpus_module.os, "cpu_count", lambda: cores)
+    assert corpus_module.default_workers() == workers
 
 
 def test_every_pair_is_realised_in_both_languages(pairs):
@@ -132,9 +156,9 @@ def test_multi_word_french_forms_are_aligned(pairs):
     assert any(fr[s[0]] in ("pomme", "pommes") and fr[s[2]] == "terre" for fr, s in spans)
 
 
-def test_length_distribution_as_asked():
-    config = CorpusConfig(size=2000, seed=5)
-    corpus = load_corpus(config, cache_dir=None)
+def test_length_distribution_as_asked(small_cache):
+    config = SMALL
+    corpus = load_corpus(config, cache_dir=small_cache)
     lengths = [word_count(p["en"].split()) for p in corpus.train + corpus.valid + corpus.test]
     assert min(lengths) >= 3 and max(lengths) <= 50
     for low, high, share in config.buckets:
@@ -145,24 +169,24 @@ def test_length_distribution_as_asked():
     assert all(3 <= word_count(p["en"].split()) <= 6 for p in generate_pairs(custom))
 
 
-def test_splits_are_fixed_and_disjoint(tmp_path):
-    corpus = load_corpus(SMALL, cache_dir=tmp_path)
+def test_splits_are_fixed_and_disjoint(small_cache):
+    corpus = load_corpus(SMALL, cache_dir=small_cache)
     assert (len(corpus.train), len(corpus.valid), len(corpus.test)) == (480, 60, 60)
     train = {p["en"] for p in corpus.train}
     assert not train & {p["en"] for p in corpus.test}
     assert not train & {p["en"] for p in corpus.valid}
 
 
-def test_cache_is_used(tmp_path, monkeypatch):
-    first = load_corpus(SMALL, cache_dir=tmp_path)
-    assert len(list(tmp_path.glob("corpus-*.json.gz"))) == 1
+def test_cache_is_used(small_cache, pairs, monkeypatch):
+    # the fixture's load_corpus generated SMALL and wrote it: one file, read back from now on
+    assert len(list(small_cache.glob("corpus-*.json.gz"))) == 1
     monkeypatch.setattr("course_lib.data.corpus.generate_pairs",
                         lambda config: pytest.fail("regenerated despite the cache"))
-    assert load_corpus(SMALL, cache_dir=tmp_path).test == first.test
+    assert load_corpus(SMALL, cache_dir=small_cache).test == pairs[-60:]
 
 
-def test_statistics_for_lesson_02(pairs):
-    corpus = load_corpus(SMALL, cache_dir=None)
+def test_statistics_for_lesson_02(small_cache):
+    corpus = load_corpus(SMALL, cache_dir=small_cache)
     stats = corpus_statistics(corpus)
     assert stats["pairs"] == {"train": 480, "valid": 60, "test": 60}
     assert len(stats["en_lengths"]["train"]) == 480

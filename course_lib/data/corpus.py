@@ -103,16 +103,26 @@ def _draw_chunk(seed: int, bucket: int, chunk: int, low: int, high: int) -> list
     return [sample_pair(rng, rng.randint(low, high), (low, high)) for _ in range(CHUNK)]
 
 
+def default_workers() -> int:
+    """How many processes :func:`generate_pairs` draws with by default: the cores this process
+    may use, at most 4. That is ``OMP_NUM_THREADS`` where it is set (a runner that shares the
+    cores out, such as the test suite's workers, sets it), else every core: extra processes on
+    cores that are already busy only add their start-up and their surplus draws."""
+    share = os.environ.get("OMP_NUM_THREADS", "")
+    cores = int(share) if share.isdigit() and int(share) > 0 else (os.cpu_count() or 1)
+    return min(cores, 4)
+
+
 def generate_pairs(config: CorpusConfig, workers: int | None = None) -> list[dict]:
     """``config.size`` distinct pairs whose English lengths follow ``config.buckets``.
 
-    Draws are made in chunks with their own seeds and, with ``workers`` > 1 (default: the number
-    of cores, at most 4), in parallel processes; the chunks are then read in order, so the corpus
-    is the same for any number of workers.
+    Draws are made in chunks with their own seeds and, with ``workers`` > 1 (default:
+    :func:`default_workers`), in parallel processes; the chunks are then read in order, so the
+    corpus is the same for any number of workers.
     """
     counts = [round(share * config.size) for _, _, share in config.buckets]
     counts[-1] += config.size - sum(counts)
-    workers = workers or min(os.cpu_count() or 1, 4)
+    workers = workers or default_workers()
     pool = ProcessPoolExecutor(workers) if workers > 1 and config.size >= 4 * CHUNK else None
     pairs, seen = [], set()
     try:
