@@ -43,8 +43,14 @@ MEASURE_SLIDE = """() => {
 
 def measure_deck(page, url: str) -> list[dict]:
     """Open the deck at ``url`` in the Playwright ``page`` and measure every slide
-    (:data:`MEASURE_SLIDE`), once its equations are typeset and fitted."""
+    (:func:`measure_open_deck`)."""
     page.goto(url, wait_until="load")
+    return measure_open_deck(page)
+
+
+def measure_open_deck(page) -> list[dict]:
+    """Measure every slide (:data:`MEASURE_SLIDE`) of the deck open in the Playwright ``page``,
+    once its equations are typeset and fitted."""
     page.wait_for_function("() => window.Reveal && Reveal.isReady() && window.MathJax && "
                            "MathJax.startup && MathJax.startup.promise", timeout=60_000)
     page.evaluate("() => MathJax.startup.promise.then(() => document.fonts.ready)")
@@ -72,6 +78,12 @@ def overflow_text(deck: str, number: int, slide: dict) -> str | None:
             + (", partly hidden in a scrolled box" if slide["scrolled"] else ""))
 
 
+def deck_problems(deck: str, measured: list[dict]) -> list[str]:
+    """:func:`overflow_text` of every slide of ``deck`` that does not fit, in order."""
+    return [problem for number, slide in enumerate(measured, start=1)
+            if (problem := overflow_text(deck, number, slide))]
+
+
 def _measure_decks(base: str, decks: list[str]) -> list[str]:
     from playwright.sync_api import sync_playwright
 
@@ -80,10 +92,7 @@ def _measure_decks(base: str, decks: list[str]) -> list[str]:
         browser = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
         page = browser.new_page(viewport={"width": 960, "height": 700})
         for deck in decks:
-            for number, slide in enumerate(measure_deck(page, base + deck), start=1):
-                problem = overflow_text(deck, number, slide)
-                if problem:
-                    problems.append(problem)
+            problems += deck_problems(deck, measure_deck(page, base + deck))
         browser.close()
     return problems
 
