@@ -55,11 +55,14 @@ MARKED_FILES = {
 # and the lessons' own runs right after it (tests/test_lessons_run.py), so that the two execute
 # the lessons from opposite ends.
 LONGEST_FIRST = ("test_browser.py", "test_lessons_run.py", "test_grading.py", "test_shipped.py",
-                 "test_lab_browser.py", "test_slides_browser.py", "test_reproduce.py",
-                 "test_feedback.py", "test_transformer_experiment.py", "test_hidden_tests.py",
-                 "test_corpus.py", "test_attention_seq2seq.py", "test_captioning_experiment.py",
-                 "test_resume.py", "test_seq2seq.py", "test_transformer.py", "test_diagrams.py",
-                 "test_reencode_trial.py", "test_layers.py", "test_determinism.py")
+                 "test_reproduce.py", "test_slides_browser.py", "test_lab_browser.py",
+                 "test_feedback.py", "test_notebook_timeout.py", "test_attention_seq2seq.py",
+                 "test_transformer_experiment.py", "test_resume.py", "test_determinism.py",
+                 "test_transformer.py", "test_seq2seq.py", "test_corpus.py",
+                 "test_hidden_tests.py", "test_bottleneck_experiment.py",
+                 "test_reencode_trial.py", "test_ddp_demo.py", "test_pointer.py",
+                 "test_widgets_browser.py", "test_captioning_experiment.py",
+                 "test_translation.py", "test_check.py", "test_diagrams.py", "test_layers.py")
 
 
 def pytest_configure(config):
@@ -107,8 +110,11 @@ def pytest_collection_modifyitems(config, items):
 
 @pytest.fixture(scope="module")
 def browser():
-    """Headless Chromium for the browser tests of one module (tests/browser_support.py)."""
-    from tests.browser_support import chromium_browser
+    """Headless Chromium for the browser tests of one module (tests/browser_support.py);
+    skipped where it is missing, except in CI (require_browser)."""
+    from tests.browser_support import chromium_browser, require_browser
+
+    require_browser()
 
     with chromium_browser() as chromium:
         yield chromium

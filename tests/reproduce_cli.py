@@ -1,9 +1,11 @@
 """Running `course reproduce EXPERIMENT ...` in a subprocess, fast profile, CPU (shared by the
-tests of every `course reproduce` experiment)."""
+tests of every `course reproduce` experiment), and `course` commands refusing bad arguments in
+this process."""
 
 import os
 import subprocess
 import sys
+from pathlib import Path
 
 # What a run measures rather than decides (durations, timings and what is derived from them):
 # they differ between two runs of the same seed; everything else must not.
@@ -26,6 +28,30 @@ def run_reproduce(experiment: str, *args: str, out_dir) -> subprocess.CompletedP
          "--out-dir", str(out_dir)],
         capture_output=True, text=True, timeout=600,
         env={**os.environ, "COURSE_PROFILE": "fast", "COURSE_DEVICE": "cpu"})
+
+
+def refusal(argv: list[str], capsys) -> str:
+    """What `course ARGV` writes to stderr when it refuses its arguments, run in this process
+    (the command refuses before it imports or trains anything heavy, so no subprocess is
+    needed). Fails unless it exits with status 2."""
+    from course_lib.course.cli import main
+
+    capsys.readouterr()
+    try:
+        code = main(argv)
+    except SystemExit as stop:
+        code = stop.code
+    assert code == 2, f"`course {' '.join(argv)}` exited with {code}"
+    return capsys.readouterr().err
+
+
+def refused(experiment: str, *args: str, out_dir, capsys, monkeypatch) -> str:
+    """:func:`refusal` of `course reproduce EXPERIMENT ARGS` in the fast profile, which must
+    write nothing."""
+    monkeypatch.setenv("COURSE_PROFILE", "fast")
+    said = refusal(["reproduce", experiment, *args, "--out-dir", str(out_dir)], capsys)
+    assert not any(Path(out_dir).iterdir())
+    return said
 
 
 def full_profile_result(reproduce, seed: int, out_dir) -> dict:

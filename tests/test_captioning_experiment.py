@@ -17,7 +17,7 @@ from course_lib.experiments.captioning import (
 )
 from course_lib.models.captioner import ShowAttendTell
 
-from .reproduce_cli import full_profile_result, run_reproduce
+from .reproduce_cli import full_profile_result, refused, run_reproduce
 
 METRIC_KEYS = {"exact_match", "bleu4", "localization"}
 
@@ -68,13 +68,14 @@ def test_a_new_data_version_is_a_new_saved_model(tmp_path, monkeypatch):
     assert captioner_path("shapes", settings, tmp_path) != before
 
 
-def test_unknown_data_set_and_wrong_flags_are_refused(tmp_path):
+def test_unknown_data_set_and_wrong_flags_are_refused(tmp_path, capsys, monkeypatch):
     with pytest.raises(ValueError, match="unknown data set 'cifar'; available: digits, shapes"):
         reproduce_captioning("cifar")
-    done = course("--dataset", "cifar", tmp_path=tmp_path)
-    assert done.returncode == 2 and "unknown data set 'cifar'" in done.stderr
-    done = course("--model", "bahdanau", tmp_path=tmp_path)
-    assert done.returncode == 2 and "use --dataset" in done.stderr
+    assert "unknown data set 'cifar'" in refused("captioning", "--dataset", "cifar",
+                                                 out_dir=tmp_path, capsys=capsys,
+                                                 monkeypatch=monkeypatch)
+    assert "use --dataset" in refused("captioning", "--model", "bahdanau", out_dir=tmp_path,
+                                      capsys=capsys, monkeypatch=monkeypatch)
     with pytest.raises(ValueError, match="unknown data set 'cifar'; available: digits, shapes"):
         CaptioningSettings.build("cifar", 0)
 

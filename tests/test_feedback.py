@@ -9,7 +9,8 @@ exported the way nbgrader's ``GenerateFeedback`` does it with :func:`configure_f
 opened in headless Chromium, offline, by ``file://`` URL.
 
 :func:`check_feedback_page_in_browser` is reusable: ``course grade``'s own tests call it on real
-output. Where Chromium or Playwright is missing it skips (with the command that installs it),
+output, each page in a fresh context of the module's one Chromium (the ``browser`` fixture).
+Where Chromium or Playwright is missing the fixture skips (with the command that installs it),
 except in CI, where that is a failure (as in tests/test_browser.py).
 """
 
@@ -68,7 +69,6 @@ from course_lib.grading.pages.inert import (
     safe_markdown_html,
     sanitize_output,
 )
-from tests.browser_support import CHROMIUM, CHROMIUM_ARGS, require_browser
 
 
 def _image(fmt: str) -> str:
@@ -599,12 +599,12 @@ def test_placeholder_page_is_static_and_escaped():
 
 
 @pytest.mark.browser
-def test_placeholder_page_in_a_browser(tmp_path):
+def test_placeholder_page_in_a_browser(browser, tmp_path):
     path = tmp_path / "feedback" / "bob" / "00_start_here" / "nb.html"
     path.parent.mkdir(parents=True)
     path.write_text(placeholder_page("bob", "00_start_here", "nb", PLACEHOLDER_REASONS),
                     encoding="utf-8")
-    check_feedback_page_in_browser(path, expect_math=False)
+    check_feedback_page_in_browser(browser, path, expect_math=False)
 
 
 # ---- in a browser ----------------------------------------------------------------------------
@@ -634,9 +634,11 @@ RAW_TEX = re.compile(r"\$\$?[^$\s][^$]*\$|\\[A-Za-z]{2,}|\\[(\[]")
 """TeX that MathJax would have replaced: $...$, a macro such as \\alpha, \\( or \\[."""
 
 
-def check_feedback_page_in_browser(page: Path, *, expect_math: bool = True) -> dict:
-    """Open a feedback page in headless Chromium by ``file://`` URL with the network off and
-    assert that it is inert and complete:
+def check_feedback_page_in_browser(browser, page: Path, *,
+                                   expect_math: bool = True) -> dict:
+    """Open a feedback page in a fresh context of the headless Chromium ``browser`` (the
+    ``browser`` fixture) by ``file://`` URL with the network off and assert that it is inert
+    and complete:
 
     (a) with ``expect_math``, MathJax typeset the equations (``mjx-container`` elements, and no
         raw ``$...$``, ``\\(``, ``\\[`` left in the text of markdown cells);
@@ -647,9 +649,6 @@ def check_feedback_page_in_browser(page: Path, *, expect_math: bool = True) -> d
     (c) no request other than ``file://`` (or ``data:``) was attempted.
 
     Returns what it saw (``{"math": count, "title": ...}``) for further checks."""
-    require_browser()
-    from playwright.sync_api import sync_playwright
-
     page = Path(page).resolve()
     title = BeautifulSoup(page.read_text(encoding="utf-8"), "html.parser").title
     title = title.get_text() if title else ""
@@ -662,43 +661,41 @@ def check_feedback_page_in_browser(page: Path, *, expect_math: bool = True) -> d
             outside.append(request_route.request.url)
             request_route.abort()
 
-    with sync_playwright() as playwright:
-        browser = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
-        try:
-            context = browser.new_context()
-            context.set_offline(True)
-            context.route("**/*", route)
-            tab = context.new_page()
-            tab.on("request", lambda r: not r.url.startswith(("file:", "data:"))
-                   and outside.append(r.url))
-            tab.on("dialog", lambda d: (dialogs.append(d.message), d.dismiss()))
-            tab.on("pageerror", lambda e: errors.append(str(e)))
-            tab.on("console", lambda m: m.type in ("error", "warning") and (
-                "Content Security Policy" in m.text or "Refused" in m.text)
-                and refused.append(m.text))
-            tab.goto(page.as_uri(), wait_until="load")
-            tab.evaluate("() => window.MathJax && MathJax.startup && MathJax.startup.promise ? "
-                         "MathJax.startup.promise.then(() => true) : true")
-            tab.wait_for_timeout(300)  # anything a handler or timer would do, it has done
-            seen = tab.evaluate("""() => ({
-                pwned: window.__pwned === undefined ? null : String(window.__pwned),
-                title: document.title,
-                math: document.querySelectorAll('mjx-container').length,
-                mathErrors: document.querySelectorAll('mjx-merror').length,
-                mathjax: !!(window.MathJax && MathJax.startup && MathJax.version),
-                brokenImages: Array.from(document.images)
-                    .filter(i => !i.complete || i.naturalWidth === 0)
-                    .map(i => i.src.slice(0, 60)),
-                markdown: Array.from(document.querySelectorAll('.text_cell_render'))
-                    .map(e => { const c = e.cloneNode(true);
-                                c.querySelectorAll('mjx-container, code, pre')
-                                 .forEach(x => x.remove());
-                                return c.textContent; }),
-            })""")
-            seen["active"] = tab.evaluate(ACTIVE_IN_DOM)
-            seen["scripts"] = tab.evaluate(SCRIPTS)
-        finally:
-            browser.close()
+    context = browser.new_context()  # its own cookies, storage and routes: nothing shared
+    try:
+        context.set_offline(True)
+        context.route("**/*", route)
+        tab = context.new_page()
+        tab.on("request", lambda r: not r.url.startswith(("file:", "data:"))
+               and outside.append(r.url))
+        tab.on("dialog", lambda d: (dialogs.append(d.message), d.dismiss()))
+        tab.on("pageerror", lambda e: errors.append(str(e)))
+        tab.on("console", lambda m: m.type in ("error", "warning") and (
+            "Content Security Policy" in m.text or "Refused" in m.text)
+            and refused.append(m.text))
+        tab.goto(page.as_uri(), wait_until="load")
+        tab.evaluate("() => window.MathJax && MathJax.startup && MathJax.startup.promise ? "
+                     "MathJax.startup.promise.then(() => true) : true")
+        tab.wait_for_timeout(300)  # anything a handler or timer would do, it has done
+        seen = tab.evaluate("""() => ({
+            pwned: window.__pwned === undefined ? null : String(window.__pwned),
+            title: document.title,
+            math: document.querySelectorAll('mjx-container').length,
+            mathErrors: document.querySelectorAll('mjx-merror').length,
+            mathjax: !!(window.MathJax && MathJax.startup && MathJax.version),
+            brokenImages: Array.from(document.images)
+                .filter(i => !i.complete || i.naturalWidth === 0)
+                .map(i => i.src.slice(0, 60)),
+            markdown: Array.from(document.querySelectorAll('.text_cell_render'))
+                .map(e => { const c = e.cloneNode(true);
+                            c.querySelectorAll('mjx-container, code, pre')
+                             .forEach(x => x.remove());
+                            return c.textContent; }),
+        })""")
+        seen["active"] = tab.evaluate(ACTIVE_IN_DOM)
+        seen["scripts"] = tab.evaluate(SCRIPTS)
+    finally:
+        context.close()
 
     assert seen["pwned"] is None, f"a student's script ran: {seen['pwned']}"
     assert seen["title"] == title, f"the title changed to {seen['title']!r}"
@@ -722,8 +719,8 @@ def check_feedback_page_in_browser(page: Path, *, expect_math: bool = True) -> d
 
 
 @pytest.mark.browser
-def test_the_page_is_inert_and_typeset_offline_in_a_browser(exported):
-    seen = check_feedback_page_in_browser(exported)
+def test_the_page_is_inert_and_typeset_offline_in_a_browser(browser, exported):
+    seen = check_feedback_page_in_browser(browser, exported)
     # the course's markdown (4 inline/display in the exercise text, lambda, mu in the comment)
     # and the student's TeX attacks, each typeset; none a TeX error
     assert seen["math"] >= 8
@@ -735,7 +732,7 @@ SOURCE_NOTEBOOKS = sorted((COURSE_ROOT / "solutions").glob("*/*.ipynb"))
 
 @pytest.mark.browser
 @pytest.mark.parametrize("source", SOURCE_NOTEBOOKS, ids=[p.parent.name for p in SOURCE_NOTEBOOKS])
-def test_an_exercise_notebook_typesets_completely_offline(tmp_path, source):
+def test_an_exercise_notebook_typesets_completely_offline(browser, tmp_path, source):
     """The course's own exercise markdown on a feedback page: every equation typeset, no TeX
     error, nothing left raw."""
     config = Config()
@@ -747,12 +744,13 @@ def test_an_exercise_notebook_typesets_completely_offline(tmp_path, source):
     page.parent.mkdir(parents=True)
     page.write_text(body, encoding="utf-8")
     install_mathjax(tmp_path / "feedback")
-    seen = check_feedback_page_in_browser(page)
+    seen = check_feedback_page_in_browser(browser, page)
     assert seen["mathErrors"] == 0
 
 
 @pytest.mark.browser
-def test_the_browser_check_catches_a_script_and_missing_mathjax(tmp_path, exported):
+def test_the_browser_check_catches_a_script_and_missing_mathjax(browser, tmp_path,
+                                                                exported):
     """The check can fail: a page that runs a script, and one without MathJax, do not pass."""
     root = tmp_path / "feedback"
     page = root / "alice" / "00_start_here" / "nb.html"
@@ -760,22 +758,22 @@ def test_the_browser_check_catches_a_script_and_missing_mathjax(tmp_path, export
     text = exported.read_text(encoding="utf-8")
     page.write_text(text, encoding="utf-8")
     with pytest.raises(AssertionError, match="MathJax did not load"):
-        check_feedback_page_in_browser(page)
+        check_feedback_page_in_browser(browser, page)
     install_mathjax(root)
     unsafe = text.replace(CONTENT_SECURITY_POLICY, "script-src * 'unsafe-inline'").replace(
         "</body>", "<script>window.__pwned = 'test'</script></body>")
     page.write_text(unsafe, encoding="utf-8")
     with pytest.raises(AssertionError, match="a student's script ran"):
-        check_feedback_page_in_browser(page)
+        check_feedback_page_in_browser(browser, page)
     fetching = text.replace("</body>", f"<img src=\"{html.escape('https://example.com/x.png')}"
                             "\"></body>").replace("img-src data:", "img-src data: *")
     page.write_text(fetching, encoding="utf-8")
     with pytest.raises(AssertionError, match="requests beyond file://"):
-        check_feedback_page_in_browser(page)
+        check_feedback_page_in_browser(browser, page)
 
 
 @pytest.mark.browser
-def test_the_policy_blocks_an_injected_script_from_file_urls(tmp_path, exported):
+def test_the_policy_blocks_an_injected_script_from_file_urls(browser, tmp_path, exported):
     """The CSP is a second layer: were HTML to slip through, its script would not run."""
     root = tmp_path / "feedback"
     page = root / "alice" / "00_start_here" / "nb.html"
@@ -786,7 +784,7 @@ def test_the_policy_blocks_an_injected_script_from_file_urls(tmp_path, exported)
         "<img src=x onerror=\"window.__pwned = 'handler'\"></body>")
     page.write_text(injected, encoding="utf-8")
     with pytest.raises(AssertionError, match="Content-Security-Policy refused"):
-        check_feedback_page_in_browser(page)
+        check_feedback_page_in_browser(browser, page)
     digest = hashlib.sha256(MATHJAX_CONFIG_SCRIPT.encode()).digest()
     assert base64.b64encode(digest).decode() in CONTENT_SECURITY_POLICY
 

@@ -31,12 +31,15 @@ from course_lib.grading.workflow.runs import latest_run, runs_file_for
 from tests.attacks import ATTACKS, EXPECTED, HONEST
 from tests.cheats import CHEATS, make_cheat
 from tests.grading_styles import honest_notebooks
+from tests.reproduce_cli import refusal
 
 ROOT = COURSE_ROOT
 LESSONS = lessons_with_exercises(ROOT)
 FIRST = LESSONS[0]
 NOTEBOOK = source_notebooks(FIRST)[0].stem
-# The lessons every cheat is tried on; the first cheat is tried on every lesson.
+# The lessons every cheat, and the untouched notebook, are graded on here. On every exercise of
+# every lesson, tests/test_hidden_tests.py checks in-process what decides those verdicts: the
+# untouched stub is "not attempted", and zeros fail with every check rebound to agree.
 CHEAT_LESSONS = (FIRST, "04_bahdanau")
 # Per cell. Generous: on a 2-core CI machine the batch shares the cores with another pytest
 # worker and its own second grading worker, and a slow solution cell must not time out.
@@ -105,9 +108,11 @@ def batch(tmp_path_factory):
         else:
             nbformat.write(nb_or_bytes, path)
 
-    for lesson in LESSONS:  # the course-wide invariants
+    for lesson in LESSONS:  # the course-wide invariant: every solution notebook runs clean
         for nb_path in source_notebooks(lesson):
             put("solution", solution(lesson, nb_path.stem), lesson, nb_path.stem)
+    for lesson in CHEAT_LESSONS:
+        for nb_path in source_notebooks(lesson):
             put("untouched", untouched(lesson, nb_path.stem), lesson, nb_path.stem)
     put("syntax", with_code(solution(), "ex1_code", "def stable_softmax(scores, dim=-1)\n    ret"))
     put("raises", with_code(solution(), "ex2_code",
@@ -154,7 +159,7 @@ attempt("network", lambda: __import__("socket").create_connection(("1.1.1.1", 53
                                      "def stable_softmax(scores, dim=-1):\n"
                                      "    return torch.softmax(scores, dim=dim)"))
     for cheat in CHEATS:
-        for lesson in LESSONS if cheat == "rebinds_zeros" else CHEAT_LESSONS:
+        for lesson in CHEAT_LESSONS:
             for nb_path in source_notebooks(lesson):
                 put(cheat, make_cheat(cheat, untouched(lesson, nb_path.stem)), lesson,
                     nb_path.stem)
@@ -223,6 +228,7 @@ def test_every_solution_scores_full_marks_and_runs_every_cell_without_an_error(b
 
 
 def test_every_untouched_exercise_scores_zero_with_a_reason(batch):
+    assert {lesson for lesson, _ in batch["by"]["untouched"]} == set(CHEAT_LESSONS)
     for row in batch["by"]["untouched"].values():
         assert row.points == 0 and row.max_points > 0
         assert row.status.startswith("not attempted"), row
@@ -474,7 +480,7 @@ def test_the_gradebook_schema_version_is_the_one_nbgrader_finds():
 
 
 @needs_sandbox
-def test_course_grade_command(tmp_path):
+def test_course_grade_command(tmp_path, capsys):
     folder = tmp_path / "subs" / "alice" / FIRST
     folder.mkdir(parents=True)
     nbformat.write(solution(), folder / f"{NOTEBOOK}.ipynb")
@@ -486,9 +492,8 @@ def test_course_grade_command(tmp_path):
     maximum = sum(e.max_points for e in exercises_of(source_notebooks(FIRST)[0]))
     assert f"{maximum:g} / {maximum:g}" in done.stdout
     assert (out.parent / "feedback" / "alice" / FIRST / f"{NOTEBOOK}.html").is_file()
-    missing = subprocess.run(command[:4] + [str(tmp_path / "absent")], capture_output=True,
-                             text=True, timeout=120)
-    assert missing.returncode == 2 and "is not a folder of submissions" in missing.stderr
+    assert "is not a folder of submissions" in refusal(["grade", str(tmp_path / "absent")],
+                                                       capsys)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -499,7 +504,7 @@ def test_course_grade_command(tmp_path):
 def test_every_cheat_scores_zero_everywhere(batch, cheat):
     rows = batch["by"][cheat].values()
     lessons = {lesson for lesson, _ in batch["by"][cheat]}
-    assert lessons == (set(LESSONS) if cheat == "rebinds_zeros" else set(CHEAT_LESSONS))
+    assert lessons == set(CHEAT_LESSONS)
     scored = [(row.lesson, row.exercise, row.status) for row in rows if row.points > 0]
     assert scored == [], f"{cheat} scored on {scored}"
     assert all(row.status != "ok" for row in rows)
@@ -621,11 +626,11 @@ def test_the_gradebook_holds_nothing_a_spreadsheet_would_run(batch):
     assert status.startswith("raised an exception: ") and "HYPERLINK" not in status
 
 
-def test_a_feedback_page_runs_no_student_script_and_typesets_offline(batch):
+def test_a_feedback_page_runs_no_student_script_and_typesets_offline(batch, browser):
     from tests.test_feedback import check_feedback_page_in_browser
 
     for student in ("writes_a_formula", "solution"):
-        check_feedback_page_in_browser(feedback_page(batch, student))
+        check_feedback_page_in_browser(browser, feedback_page(batch, student))
 
 
 # ---------------------------------------------------------------------------------------------

@@ -6,7 +6,10 @@ several secret seeds:
 - the solution passes against itself, run twice on fresh copies of the inputs (observations are
   deterministic, so an honest solution scores full marks under any key);
 - generic cheats (zeros of the first tensor argument, the first argument unchanged, None, always
-  ValueError, always NotImplementedError) fail every exercise;
+  ValueError, always NotImplementedError) fail every exercise, the untouched stub's with the
+  grader's "not attempted", and zeros fail even with every self-check helper and torch's own
+  comparisons rebound to agree (the sandboxed batch of tests/test_grading.py runs that cheat
+  and the untouched notebooks on two lessons; these run them on every exercise of every lesson);
 - the solution is not flagged, statically or while it runs, and every re-implemented reference
   names something that exists.
 """
@@ -21,6 +24,7 @@ import nbformat
 import pytest
 import torch
 
+import course_lib.grading.checks
 from course_lib.course.syllabus import COURSE_ROOT
 from course_lib.grading.config import lessons_with_exercises, source_notebooks
 from course_lib.grading.hidden import HiddenTest, collecting, observe_all, resolve
@@ -31,6 +35,8 @@ from course_lib.grading.verdicts.verdict import (
     expected_records,
     judge,
 )
+from course_lib.grading.workflow.submission import explain_error
+from tests.cheats import REBIND
 
 SEEDS = (1, 2, 3)
 NOTEBOOKS = [path for lesson in lessons_with_exercises(COURSE_ROOT)
@@ -59,10 +65,13 @@ CHEATS = {
 }
 
 
-def with_functions(test: HiddenTest, names, replacement) -> HiddenTest:
-    """``test`` observing ``replacement`` wherever it calls one of the exercise's ``names``."""
+def with_functions(test: HiddenTest, names, replacement, rebound: dict | None = None
+                   ) -> HiddenTest:
+    """``test`` observing ``replacement`` wherever it calls one of the exercise's ``names``, with
+    the names in ``rebound`` bound as given where its code looks them up."""
     observe = test.observe
-    namespace = dict(observe.__globals__) | {name: replacement for name in names}
+    namespace = dict(observe.__globals__) | (rebound or {}) | {name: replacement
+                                                               for name in names}
     rebound = types.FunctionType(observe.__code__, namespace, observe.__name__,
                                  observe.__defaults__, observe.__closure__)
     return HiddenTest(test.grade_id, test.inputs, rebound, test.reimplements, test.tolerances)
@@ -108,6 +117,76 @@ def test_generic_cheats_fail_every_exercise(source, cheat):
             verdict = judge(test, expected_records(test, inputs),
                             {"observations": got, "reference_calls": []}, False)
             assert not verdict.passed, f"{grade_id}: the {cheat!r} cheat passes on seed {seed}"
+
+
+def test_an_untouched_exercise_is_not_attempted(source):
+    """The stub, ``raise NotImplementedError()``, fails every exercise with the status the
+    grader gives an untouched cell (tests/test_exercises.py holds every exercise cell a stub)."""
+    _, reference = source
+    for grade_id, test in reference.tests.items():
+        untouched = with_functions(test, reference.functions[grade_id],
+                                   CHEATS["not attempted"])
+        inputs = draw_inputs(test, SEEDS[0])
+        got, _ = observe_all(untouched, inputs)
+        verdict = judge(test, expected_records(test, inputs),
+                        {"observations": got, "reference_calls": []}, False)
+        ename, evalue = verdict.error
+        status = explain_error({"ename": ename, "evalue": evalue}, timeout=15, memory_gb=3.0)
+        assert status.startswith("not attempted"), f"{grade_id}: {status}"
+
+
+@pytest.fixture
+def rebound_checks(monkeypatch):
+    """tests/cheats.py's REBIND done in this process, as a cheat does it in its kernel: every
+    self-check helper, in the module and as a notebook name, and torch.allclose, torch.equal and
+    torch.testing.assert_close agree with anything. Returns the notebook names it binds; the
+    module attributes are restored after the test, and by :func:`restored` within it."""
+    targets = [(torch, "allclose"), (torch, "equal"), (torch.testing, "assert_close")] + [
+        (course_lib.grading.checks, name)
+        for name in ("check_shape", "check_close", "check_equal", "check_raises", "passed")]
+    originals = {target: getattr(*target) for target in targets}
+    for (module, name), value in originals.items():
+        monkeypatch.setattr(module, name, value)  # restored at teardown, whatever REBIND did
+    names: dict = {}
+
+    @contextlib.contextmanager
+    def rebinding():
+        exec(REBIND, names)  # noqa: S102 - the cheat's own text
+        try:
+            yield {name: value for name, value in names.items() if name.startswith("check")
+                   or name == "passed"}
+        finally:
+            for (module, name), value in originals.items():
+                setattr(module, name, value)
+
+    return rebinding
+
+
+def test_zeros_fail_every_exercise_with_every_check_rebound_to_agree(source, rebound_checks):
+    """What decides a verdict is outside the kernel: comparisons a cheat rebinds inside it
+    decide nothing, in any exercise. The cheat's answer is zeros of its first tensor argument,
+    positional or keyword (tests/cheats.py ZEROS)."""
+    _, reference = source
+
+    def zeros(*args, **kwargs):
+        return _first_tensor(*args, *kwargs.values())
+
+    for grade_id, test in reference.tests.items():
+        for seed in SEEDS:
+            inputs = draw_inputs(test, seed)
+            expected = expected_records(test, inputs)
+            with rebound_checks() as rebound:
+                assert torch.allclose(torch.zeros(1), torch.ones(1))  # the rebinding holds
+                cheating = with_functions(test, reference.functions[grade_id], zeros, rebound)
+                got, _ = observe_all(cheating, inputs)
+                # the rebinding alone fails nothing: the solution observed under it passes
+                honest = with_functions(test, (), None, rebound)
+                solved, _ = observe_all(honest, inputs)
+            for observed, passes in ((got, False), (solved, True)):
+                verdict = judge(test, expected, {"observations": observed,
+                                                 "reference_calls": []}, False)
+                assert verdict.passed is passes, (grade_id, seed, passes, verdict.error)
+    assert not torch.allclose(torch.zeros(1), torch.ones(1))  # and was undone
 
 
 def test_the_solution_is_not_flagged(source):

@@ -53,7 +53,7 @@ def test_a_cell_that_hangs_and_ignores_interrupts_fails_fast_and_is_named(tmp_pa
     # without the cell timeout this would run for 600 s and hit the subprocess's limit
     result = run_notebook(tmp_path, "hangs", ["import signal, time\n"
                                               "signal.signal(signal.SIGINT, signal.SIG_IGN)\n"
-                                              "time.sleep(600)", "print('never reached')"], 5)
+                                              "time.sleep(600)", "print('never reached')"], 2)
     assert result.returncode != 0
     assert "FAILED hangs.ipynb::Cell 0" in result.stdout, result.stdout[-2000:]
 
@@ -64,9 +64,9 @@ KILLED = ["import os, signal\nos.kill(os.getpid(), signal.SIGKILL)", "print('nev
 def test_a_kernel_killed_in_a_cell_looks_like_a_hang_to_nbval_alone(tmp_path):
     """Without the guard, nbval waits the whole cell timeout for a dead kernel and then reports
     that it could not interrupt it: the symptom of a lesson "hung in its first cell"."""
-    result = run_notebook(tmp_path, "killed", KILLED, cell_timeout=8, guard=False)
+    result = run_notebook(tmp_path, "killed", KILLED, cell_timeout=3, guard=False)
     assert "FAILED killed.ipynb::Cell 0" in result.stdout, result.stdout[-2000:]
-    assert "Timeout of 8 seconds exceeded while executing cell" in result.stdout
+    assert "Timeout of 3 seconds exceeded while executing cell" in result.stdout
     assert "Failed to interrupt kernel" in result.stdout
 
 

@@ -7,7 +7,6 @@ import sys
 
 import pytest
 
-from course_lib.course.cli import main
 from course_lib.experiments.bottleneck import BOTTLENECK_MODELS
 from course_lib.experiments.catalogue import measured_training
 from course_lib.experiments.reproduce import (
@@ -18,7 +17,7 @@ from course_lib.experiments.reproduce import (
 )
 from course_lib.experiments.translation import TRANSLATORS
 
-from .reproduce_cli import run_reproduce, without_times
+from .reproduce_cli import refused, run_reproduce, without_times
 
 
 def test_every_model_a_run_can_name_has_a_step_time(monkeypatch):
@@ -77,14 +76,8 @@ def test_a_time_limit_that_cuts_training_short_says_so(tmp_path):
     (["--model", "none", "--dataset", "digits"], "--dataset is for captioning"),
 ])
 def test_bad_options_are_refused(tmp_path, args, message, capsys, monkeypatch):
-    # in this process: the command refuses before it imports or trains anything heavy
-    monkeypatch.setenv("COURSE_PROFILE", "fast")
-    try:
-        code = main(["reproduce", "bottleneck", *args, "--out-dir", str(tmp_path)])
-    except SystemExit as stop:
-        code = stop.code
-    assert code == 2 and message in capsys.readouterr().err
-    assert not any(tmp_path.iterdir())
+    assert message in refused("bottleneck", *args, out_dir=tmp_path, capsys=capsys,
+                              monkeypatch=monkeypatch)
 
 
 def reproduce_all(tmp_path, cache: str, *args: str) -> tuple[subprocess.CompletedProcess, dict]:

@@ -161,7 +161,7 @@ def test_save_every_must_be_a_positive_int(tmp_path, every):
 
 
 def test_ctrl_c_in_an_experiment_says_what_it_saved_and_the_next_run_goes_on(tmp_path):
-    """A real SIGINT to a process training the no-attention translator (fast profile, CPU, 400
+    """A real SIGINT to a process training the no-attention translator (fast profile, CPU, 150
     steps), held after its first saved state so that the signal lands while it trains, however
     slow the machine: the error names the model, the step and the saved state, and the same
     call then resumes and ends with the uninterrupted run's model and record."""
@@ -176,7 +176,7 @@ def test_ctrl_c_in_an_experiment_says_what_it_saved_and_the_next_run_goes_on(tmp
 
     script = ("import sys\nfrom pathlib import Path\n"
               "from course_lib.experiments.bottleneck import reproduce_bottleneck\n"
-              "reproduce_bottleneck('none', steps=400, out_dir=Path(sys.argv[1]), progress=False)")
+              "reproduce_bottleneck('none', steps=150, out_dir=Path(sys.argv[1]), progress=False)")
 
     # The first saved state, then a pause inside the training step: the test's Ctrl-C lands
     # there (a run left to go on could finish before a signal sent from a busy machine).

@@ -25,7 +25,7 @@ from course_lib.experiments.transformer import (
 from course_lib.experiments.translation import build_translator, build_vocabs
 from course_lib.models.transformer import Transformer
 
-from .reproduce_cli import full_profile_result, run_reproduce
+from .reproduce_cli import full_profile_result, refused, run_reproduce
 
 ENTRY_KEYS = {"bleu", "bleu_by_length", "params", "wall_s", "epochs"}
 
@@ -126,12 +126,13 @@ def test_cross_attention_maps_are_teacher_forced_per_pair():
     torch.testing.assert_close(maps[3], torch.stack(single, dim=1)[0], atol=1e-5, rtol=1e-5)
 
 
-def test_wrong_flags_are_refused(tmp_path):
-    done = run_reproduce("transformer", "--model", "bahdanau", out_dir=tmp_path)
-    assert done.returncode == 2
-    assert "unknown model 'bahdanau' for transformer; available: transformer" in done.stderr
-    done = run_reproduce("transformer", "--dataset", "digits", out_dir=tmp_path)
-    assert done.returncode == 2 and "--dataset is for captioning" in done.stderr
+def test_wrong_flags_are_refused(tmp_path, capsys, monkeypatch):
+    said = refused("transformer", "--model", "bahdanau", out_dir=tmp_path, capsys=capsys,
+                   monkeypatch=monkeypatch)
+    assert "unknown model 'bahdanau' for transformer; available: transformer" in said
+    said = refused("transformer", "--dataset", "digits", out_dir=tmp_path, capsys=capsys,
+                   monkeypatch=monkeypatch)
+    assert "--dataset is for captioning" in said
     with pytest.raises(ValueError, match="unknown model 'bahdanau'; available: transformer"):
         reproduce_transformer("bahdanau")
 
