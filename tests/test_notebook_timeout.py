@@ -13,6 +13,7 @@ import subprocess
 import sys
 
 import nbformat
+import pytest
 
 from tests.lab_support import ROOT
 
@@ -33,57 +34,85 @@ def test_make_test_full_gives_a_cell_an_hour_and_make_test_runs_no_notebook_thro
     assert "nbval" not in recipe("test") and "NOTEBOOK" not in recipe("test")
 
 
-def run_notebook(folder, name: str, cells: list[str], cell_timeout: int, guard: bool = True,
-                 timeout: int = 300) -> subprocess.CompletedProcess:
-    """pytest --nbval on a notebook of ``cells`` in ``folder``, with or without the guard."""
+def start_notebook(folder, name: str, cells: list[str], cell_timeout: int,
+                   guard: bool = True) -> subprocess.Popen:
+    """pytest --nbval on a notebook of ``cells`` in ``folder``, with or without the guard,
+    started (its output read by :func:`finished`)."""
     nb = nbformat.v4.new_notebook()
     nb.cells = [nbformat.v4.new_code_cell(source) for source in cells]
     nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3",
                                  "language": "python"}
     nbformat.write(nb, folder / f"{name}.ipynb")
     plugin = ["-p", "tests.kernel_guard"] if guard else []
-    return subprocess.run(
+    return subprocess.Popen(
         [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-p", "no:xdist",
          *plugin, "--nbval-lax", "--nbval-current-env", f"--nbval-cell-timeout={cell_timeout}",
-         f"{name}.ipynb"], cwd=folder, capture_output=True, text=True, timeout=timeout,
-        env={**os.environ, "PYTHONPATH": str(ROOT)})
+         f"{name}.ipynb"], cwd=folder, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+        text=True, env={**os.environ, "PYTHONPATH": str(ROOT)})
 
 
-def test_a_cell_that_hangs_and_ignores_interrupts_fails_fast_and_is_named(tmp_path):
-    # without the cell timeout this would run for 600 s and hit the subprocess's limit
-    result = run_notebook(tmp_path, "hangs", ["import signal, time\n"
-                                              "signal.signal(signal.SIGINT, signal.SIG_IGN)\n"
-                                              "time.sleep(600)", "print('never reached')"], 2)
+KILLED = ["import os, signal\nos.kill(os.getpid(), signal.SIGKILL)", "print('never reached')"]
+# name: (cells, nbval's cell timeout, with the guard)
+NOTEBOOKS = {
+    "hangs": (["import signal, time\nsignal.signal(signal.SIGINT, signal.SIG_IGN)\n"
+               "time.sleep(600)", "print('never reached')"], 2, True),
+    # without the guard, nbval waits the cell timeout for a dead kernel
+    "killed_unguarded": (KILLED, 3, False),
+    # a cell timeout far past the run's limit: only the guard can end it in time
+    "killed": (KILLED, 3000, True),
+    "sockets": (["import tempfile",
+                 "from ipykernel.kernelapp import IPKernelApp\n"
+                 "app = IPKernelApp.instance()\n"
+                 "assert app.transport == 'ipc', app.transport\n"
+                 "assert app.ip.startswith(tempfile.gettempdir()) and '/kernel-' in app.ip, "
+                 "app.ip"], 60, True),
+}
+
+
+@pytest.fixture(scope="module")
+def nbval_runs(tmp_path_factory):
+    """Every notebook of NOTEBOOKS run by nbval, all at once: most of their time is nbval
+    waiting for a timeout, so side by side they take the time of the longest."""
+    started = {name: start_notebook(tmp_path_factory.mktemp(name), name, cells, timeout, guard)
+               for name, (cells, timeout, guard) in NOTEBOOKS.items()}
+    try:
+        yield {name: finished(run) for name, run in started.items()}
+    finally:
+        for run in started.values():
+            run.kill()
+
+
+def finished(run: subprocess.Popen) -> subprocess.CompletedProcess:
+    """The ended run's exit status and output; a run still going after 150 s has hung."""
+    stdout, stderr = run.communicate(timeout=150)
+    return subprocess.CompletedProcess(run.args, run.returncode, stdout, stderr)
+
+
+def test_a_cell_that_hangs_and_ignores_interrupts_fails_fast_and_is_named(nbval_runs):
+    # without the cell timeout this would run for 600 s and hit the run's limit
+    result = nbval_runs["hangs"]
     assert result.returncode != 0
     assert "FAILED hangs.ipynb::Cell 0" in result.stdout, result.stdout[-2000:]
 
 
-KILLED = ["import os, signal\nos.kill(os.getpid(), signal.SIGKILL)", "print('never reached')"]
-
-
-def test_a_kernel_killed_in_a_cell_looks_like_a_hang_to_nbval_alone(tmp_path):
+def test_a_kernel_killed_in_a_cell_looks_like_a_hang_to_nbval_alone(nbval_runs):
     """Without the guard, nbval waits the whole cell timeout for a dead kernel and then reports
     that it could not interrupt it: the symptom of a lesson "hung in its first cell"."""
-    result = run_notebook(tmp_path, "killed", KILLED, cell_timeout=3, guard=False)
-    assert "FAILED killed.ipynb::Cell 0" in result.stdout, result.stdout[-2000:]
+    result = nbval_runs["killed_unguarded"]
+    assert "FAILED killed_unguarded.ipynb::Cell 0" in result.stdout, result.stdout[-2000:]
     assert "Timeout of 3 seconds exceeded while executing cell" in result.stdout
     assert "Failed to interrupt kernel" in result.stdout
 
 
-def test_a_kernel_killed_in_a_cell_fails_that_cell_at_once_saying_how(tmp_path):
-    # A cell timeout far past the subprocess's limit: only the guard can end this in time.
-    result = run_notebook(tmp_path, "killed", KILLED, cell_timeout=3000, timeout=150)
+def test_a_kernel_killed_in_a_cell_fails_that_cell_at_once_saying_how(nbval_runs):
+    result = nbval_runs["killed"]
     assert "FAILED killed.ipynb::Cell 0" in result.stdout, result.stdout[-2000:]
     assert "kernel killed by SIGKILL (the signal the out-of-memory killer sends)" in \
         result.stdout
     assert "Timeout" not in result.stdout
 
 
-def test_kernels_listen_on_unix_sockets_of_their_own(tmp_path):
-    cell = ("from ipykernel.kernelapp import IPKernelApp\n"
-            "app = IPKernelApp.instance()\n"
-            "assert app.transport == 'ipc', app.transport\n"
-            "assert app.ip.startswith(tempfile.gettempdir()) and '/kernel-' in app.ip, app.ip")
-    result = run_notebook(tmp_path, "sockets", ["import tempfile", cell], cell_timeout=60)
+def test_kernels_listen_on_unix_sockets_of_their_own(nbval_runs):
+    result = nbval_runs["sockets"]
     assert result.returncode == 0, result.stdout[-2000:]
     assert "2 passed" in result.stdout
