@@ -35,7 +35,7 @@ KERNEL_DISPLAY_NAME = "Python (attention course)"
 # The torch release the course is tested with; the project itself accepts a range (pyproject.toml).
 DEFAULT_TORCH_SPEC = "torch==2.13.0"
 CPU_INDEX_URL = "https://download.pytorch.org/whl/cpu"
-# The installer of the course's own packages: uv by default, pip where asked (COURSE_INSTALLER).
+# What installs torch and the course: uv by default, pip where asked (COURSE_INSTALLER).
 INSTALLERS = ("uv", "pip")
 UV_SPEC = "uv>=0.5,<1"
 
